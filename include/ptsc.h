@@ -1,0 +1,331 @@
+/**
+ * @file ptsc.h
+ * @brief ptsc: per-thread stream and communicator coordination for
+ *        MPI + threads + CUDA programs. The one header a program includes.
+ *
+ * Every worker thread of a rank gets a context (ptsc_ctx_t): its thread
+ * index, its GPU, its bound stream and its communicator lane. Before MPI
+ * reads or writes a buffer, ptsc performs exactly the synchronisation the
+ * buffer needs at the scope the policy names (PTSC_SYNC_SCOPE), and stages
+ * device buffers through pinned host memory when MPI is not CUDA-aware.
+ *
+ * Conventions:
+ *  - Every call returns a ptsc_status_t (PTSC_OK or a negative error) and
+ *    never aborts the process. On error, ptsc_last_error() holds a
+ *    thread-local detail message (MPI's or CUDA's own text where relevant).
+ *  - Output arguments are written only on success.
+ *  - Calls taking a `ptsc_ctx_t *ctx` must be made by the thread that owns
+ *    the context (PTSC_ERR_WRONG_THREAD otherwise). Passing ctx = NULL means
+ *    "the calling thread's context", attaching the thread lazily.
+ *  - Peers are addressed by (rank, thread): rank in the world communicator
+ *    of ptsc_init, thread an index in [0, ptsc_max_threads).
+ */
+#ifndef PTSC_H
+#define PTSC_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <ptsc/status.h>
+#include <ptsc/version.h>
+
+#if defined(_WIN32)
+#define PTSC_API
+#else
+#define PTSC_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Opaque per-thread context. */
+typedef struct ptsc_ctx ptsc_ctx_t;
+
+/** Handle of a non-blocking operation; PTSC_REQUEST_NULL when none or done. */
+typedef struct ptsc_request *ptsc_request_t;
+#define PTSC_REQUEST_NULL ((ptsc_request_t)0)
+
+/** What is synchronised before MPI touches a buffer that needs it. */
+typedef enum {
+    PTSC_SCOPE_DEFAULT = -1, /**< In calls taking a scope: the context's own scope. */
+    PTSC_SCOPE_AUTO = 0,     /**< THREAD for an explicitly attached thread, GLOBAL otherwise. */
+    PTSC_SCOPE_NONE = 1,     /**< Nothing: the caller has synchronised. */
+    PTSC_SCOPE_THREAD = 2,   /**< The thread's bound stream. */
+    PTSC_SCOPE_GLOBAL = 3,   /**< The legacy default stream: all blocking streams. */
+    PTSC_SCOPE_DEVICE = 4    /**< cudaDeviceSynchronize: everything on the device. */
+} ptsc_scope_t;
+
+/** Kind of stream bound to each thread (PTSC_STREAM). */
+typedef enum {
+    PTSC_STREAM_PER_THREAD = 0, /**< cudaStreamPerThread. */
+    PTSC_STREAM_OWNED = 1,      /**< A blocking stream created for the thread. */
+    PTSC_STREAM_LEGACY = 2      /**< cudaStreamLegacy. */
+} ptsc_stream_kind_t;
+
+/** Class of a buffer's memory; only the first three ever need a sync. */
+typedef enum {
+    PTSC_MEM_DEVICE = 0,  /**< cudaMalloc memory. */
+    PTSC_MEM_MANAGED = 1, /**< cudaMallocManaged memory. */
+    PTSC_MEM_PINNED = 2,  /**< Page-locked host memory (cudaMallocHost, cudaHostRegister). */
+    PTSC_MEM_HOST = 3     /**< Plain pageable host memory. */
+} ptsc_memclass_t;
+
+/** Per-thread counters (also printed at finalize with PTSC_STATS=1). */
+typedef struct {
+    uint64_t syncs;         /**< Synchronisations performed. */
+    uint64_t sync_ns;       /**< Wall time spent in them, nanoseconds. */
+    uint64_t skipped_syncs; /**< Buffers that needed no sync (pageable host). */
+    uint64_t sends;         /**< Messages sent (point-to-point). */
+    uint64_t recvs;         /**< Messages received (point-to-point). */
+    uint64_t bytes_sent;    /**< Point-to-point payload bytes sent. */
+    uint64_t bytes_recv;    /**< Point-to-point payload bytes received. */
+    uint64_t staged_bytes;  /**< Bytes copied through pinned staging buffers. */
+    uint64_t collectives;   /**< Collective calls. */
+    uint64_t races;         /**< Busy streams seen by the race check. */
+} ptsc_stats_t;
+
+/* ------------------------------------------------------------------------ */
+/* Process                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Initialise ptsc. Reads the PTSC_* environment, initialises MPI with
+ * MPI_THREAD_MULTIPLE if the program has not, or checks the level it got,
+ * then creates the communicator lanes collectively (every rank must call).
+ * Call from one thread (normally main) before any other ptsc call.
+ * @param argc,argv passed to MPI_Init_thread; may be NULL.
+ * @return PTSC_OK; PTSC_ERR_ALREADY_INITIALIZED; PTSC_ERR_FINALIZED (no
+ *         re-init after finalize); PTSC_ERR_CONFIG (bad variable, named in
+ *         ptsc_last_error); PTSC_ERR_THREAD_LEVEL; PTSC_ERR_MPI; PTSC_ERR_CUDA.
+ */
+PTSC_API int ptsc_init(int *argc, char ***argv);
+
+/**
+ * Free every context, lane, stream and staging buffer; finalise MPI only
+ * if ptsc_init initialised it. Collective; call from the thread that called
+ * ptsc_init after all other threads stopped using ptsc.
+ * @return PTSC_OK; PTSC_ERR_NOT_INITIALIZED; PTSC_ERR_FINALIZED; PTSC_ERR_MPI.
+ */
+PTSC_API int ptsc_finalize(void);
+
+/** @param[out] flag 1 between ptsc_init and ptsc_finalize, else 0. Any thread. */
+PTSC_API int ptsc_initialized(int *flag);
+
+/** Runtime version; any argument may be NULL. Any thread, any time. */
+PTSC_API int ptsc_version(int *major, int *minor, int *patch);
+
+/** "major.minor.patch" of the library actually loaded. Any thread, any time. */
+PTSC_API const char *ptsc_version_string(void);
+
+/** Message of a status code ("unknown status" for other values). Any thread. */
+PTSC_API const char *ptsc_status_string(int status);
+
+/** Enumerator name of a status code, e.g. "PTSC_ERR_TAG". Any thread. */
+PTSC_API const char *ptsc_status_name(int status);
+
+/**
+ * Detail of the calling thread's last error: which argument or variable,
+ * and MPI's or CUDA's own message. Empty string when none. Valid until the
+ * thread's next ptsc call.
+ */
+PTSC_API const char *ptsc_last_error(void);
+
+/** @param[out] rank this process's rank in the world communicator. */
+PTSC_API int ptsc_rank(int *rank);
+
+/** @param[out] nranks ranks; @param[out] nthreads thread slots per rank (PTSC_MAX_THREADS). Either may be NULL. */
+PTSC_API int ptsc_size(int *nranks, int *nthreads);
+
+/** @param[out] tag_max largest tag accepted by the point-to-point calls. */
+PTSC_API int ptsc_tag_max(int *tag_max);
+
+/**
+ * Features this library was built with and found at init (any may be NULL):
+ * @param[out] cuda 1 when built with CUDA and a device was found.
+ * @param[out] cuda_aware 1 when device buffers go to MPI directly.
+ * @param[out] staging 1 when device buffers are staged through host memory.
+ */
+PTSC_API int ptsc_features(int *cuda, int *cuda_aware, int *staging);
+
+/**
+ * Print the effective configuration (every PTSC_* variable, its value and
+ * whether it came from the default or the environment) to `out` (a FILE *;
+ * NULL means stdout). Usable before ptsc_init: then it shows what init
+ * would use, or returns PTSC_ERR_CONFIG for a bad value.
+ */
+PTSC_API int ptsc_config_print(void *out);
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Attach the calling thread as thread `index` of this rank: selects its
+ * device, binds its stream, gives it its lane. For pthreads and any thread
+ * that knows its index.
+ * @param[out] ctx the new context (may be NULL).
+ * @return PTSC_OK; PTSC_ERR_THREAD (index out of [0, nthreads));
+ *         PTSC_ERR_THREAD_TAKEN (a live thread holds it);
+ *         PTSC_ERR_ALREADY_ATTACHED; PTSC_ERR_CUDA; init errors.
+ */
+PTSC_API int ptsc_thread_attach(int index, ptsc_ctx_t **ctx);
+
+/**
+ * Attach inside the program's own `#pragma omp parallel`, with index
+ * omp_get_thread_num(). If the thread is already attached with that index,
+ * returns its context. In a nested region (omp_get_level() > 1) it returns
+ * PTSC_ERR_NESTED: inner threads must compute an index and call
+ * ptsc_thread_attach.
+ */
+PTSC_API int ptsc_omp_attach(ptsc_ctx_t **ctx);
+
+/**
+ * The calling thread's context, attaching it lazily if it has none (index:
+ * the OpenMP thread number inside a parallel region if free, else the
+ * lowest free index). A lazily attached thread counts as "not known" for
+ * the auto scope, which then syncs globally, because its earlier GPU work
+ * may be on any stream.
+ */
+PTSC_API int ptsc_self(ptsc_ctx_t **ctx);
+
+/**
+ * Detach the calling thread: waits for its stream, frees its context and
+ * releases its index. A thread that exits attached is detached by a
+ * thread-exit destructor. @return PTSC_OK; PTSC_ERR_NOT_ATTACHED.
+ */
+PTSC_API int ptsc_thread_detach(void);
+
+/** @param[out] index the context's thread index. */
+PTSC_API int ptsc_ctx_index(const ptsc_ctx_t *ctx, int *index);
+/** @param[out] device the context's CUDA device, or -1 without a GPU. */
+PTSC_API int ptsc_ctx_device(const ptsc_ctx_t *ctx, int *device);
+/** @param[out] stream the bound stream (a cudaStream_t), or NULL without a GPU. Put the thread's kernels on it. */
+PTSC_API int ptsc_ctx_stream(const ptsc_ctx_t *ctx, void **stream);
+/** @param[out] comm the thread's lane: a communicator over this thread index on every rank (for collectives; ptsc keeps ownership). */
+PTSC_API int ptsc_ctx_comm(const ptsc_ctx_t *ctx, MPI_Comm *comm);
+/** @param[out] scope the context's scope (as set, so possibly PTSC_SCOPE_AUTO). */
+PTSC_API int ptsc_ctx_scope(const ptsc_ctx_t *ctx, ptsc_scope_t *scope);
+/** Set the context's scope; @param[out] old the previous one (may be NULL), for restoring after a call. */
+PTSC_API int ptsc_ctx_set_scope(ptsc_ctx_t *ctx, ptsc_scope_t scope, ptsc_scope_t *old);
+/** @param[out] stats the context's counters. */
+PTSC_API int ptsc_ctx_stats(const ptsc_ctx_t *ctx, ptsc_stats_t *stats);
+
+/* ------------------------------------------------------------------------ */
+/* Synchronisation and memory                                                */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Synchronise at `scope` (PTSC_SCOPE_DEFAULT: the context's) now.
+ * @return PTSC_OK; PTSC_ERR_CAPTURING if that would sync a stream under
+ *         graph capture (the capture is left intact); PTSC_ERR_CUDA.
+ */
+PTSC_API int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope);
+
+/** Classify `ptr`'s memory (cached per thread; see ptsc_mem_forget). Any thread. */
+PTSC_API int ptsc_mem_class(const void *ptr, ptsc_memclass_t *cls);
+
+/**
+ * Drop every cached classification, in every thread. Optional: a stale
+ * entry can only cause an extra sync, never a missing one, because only
+ * classes that need a sync are cached. Any thread.
+ */
+PTSC_API int ptsc_mem_forget(void);
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point: (rank, thread) addressing over the lanes                  */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Send `count` elements of `type` from `buf` to thread `thread` of rank
+ * `rank`. A device buffer is synchronised per scope, then sent directly
+ * (CUDA-aware MPI) or staged. Returns when `buf` may be reused.
+ * @return PTSC_OK; PTSC_ERR_NULL_BUFFER; PTSC_ERR_COUNT; PTSC_ERR_ARG (bad
+ *         datatype); PTSC_ERR_RANK; PTSC_ERR_THREAD; PTSC_ERR_TAG;
+ *         PTSC_ERR_CAPTURING; PTSC_ERR_RACE; PTSC_ERR_MPI; PTSC_ERR_CUDA.
+ */
+PTSC_API int ptsc_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
+                       int thread, int tag);
+
+/**
+ * Receive from thread `thread` of rank `rank`. A staged device receive is
+ * complete for the thread's stream: the data lands in `buf` through a copy
+ * queued on the bound stream, so the next kernel on it sees the data.
+ * @return as ptsc_send, plus PTSC_ERR_TRUNCATE.
+ */
+PTSC_API int ptsc_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                       int tag);
+
+/** Non-blocking ptsc_send; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
+PTSC_API int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
+                        int thread, int tag, ptsc_request_t *req);
+
+/** Non-blocking ptsc_recv; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
+PTSC_API int ptsc_irecv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                        int tag, ptsc_request_t *req);
+
+/** Send and receive at once (no deadlock on a ring); buffers must not overlap. */
+PTSC_API int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
+                           int dest_rank, int dest_thread, int stag, void *rbuf, int rcount,
+                           MPI_Datatype rtype, int src_rank, int src_thread, int rtag);
+
+/**
+ * Complete a request and set *req to PTSC_REQUEST_NULL (a NULL request is
+ * complete at once). Must be called by the thread that started it.
+ */
+PTSC_API int ptsc_wait(ptsc_request_t *req);
+
+/** Complete `n` requests; returns the first error, but completes all. */
+PTSC_API int ptsc_waitall(int n, ptsc_request_t reqs[]);
+
+/** @param[out] done 1 (and *req set to NULL) when complete, else 0. */
+PTSC_API int ptsc_test(ptsc_request_t *req, int *done);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives over the calling thread's lane: thread t of every rank.       */
+/* Roots are ranks. Buffers follow the scope rules like point-to-point.       */
+/* ------------------------------------------------------------------------ */
+
+PTSC_API int ptsc_barrier(ptsc_ctx_t *ctx);
+PTSC_API int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int root);
+PTSC_API int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                         MPI_Op op, int root);
+PTSC_API int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
+                            MPI_Datatype type, MPI_Op op);
+PTSC_API int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
+                            void *rbuf, int rcount, MPI_Datatype rtype);
+PTSC_API int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
+                           void *rbuf, int rcount, MPI_Datatype rtype);
+
+/* ------------------------------------------------------------------------ */
+/* OpenMP helpers                                                            */
+/* ------------------------------------------------------------------------ */
+
+/** Body run on each thread by ptsc_omp_run. Return PTSC_OK or an error. */
+typedef int (*ptsc_thread_fn)(ptsc_ctx_t *ctx, void *arg);
+
+/**
+ * Open a parallel region of `nthreads` threads (<= 0: min(omp_get_max_threads,
+ * PTSC_MAX_THREADS)), attach each as its OpenMP thread number, call
+ * fn(ctx, arg), and detach the threads it attached. Call from outside any
+ * parallel region (PTSC_ERR_NESTED otherwise).
+ * @return PTSC_OK, or the error of the lowest-numbered thread that failed
+ *         (its detail is copied to the caller's ptsc_last_error).
+ */
+PTSC_API int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* Typed stream accessor for programs that include the CUDA runtime first. */
+#if defined(__CUDA_RUNTIME_H__) || defined(__CUDA_RUNTIME_API_H__)
+static inline cudaStream_t ptsc_ctx_cuda_stream(const ptsc_ctx_t *ctx)
+{
+    void *s = 0;
+    return ptsc_ctx_stream(ctx, &s) == PTSC_OK ? (cudaStream_t)s : (cudaStream_t)0;
+}
+#endif
+
+#endif /* PTSC_H */

@@ -1,0 +1,358 @@
+/*
+ * Collectives over the calling thread's lane: thread t of every rank takes
+ * part, roots are ranks.
+ *
+ * Buffers follow the point-to-point rules: synchronised per scope, and
+ * staged through the thread's pinned buffers when MPI cannot read them
+ * (inputs copied in and synchronised once, outputs copied back on the
+ * thread's stream with no host sync).
+ *
+ * PTSC_COMM=dup runs MPI's own collectives on lane t. PTSC_COMM=shared has
+ * one communicator, on which MPI forbids concurrent collectives from several
+ * threads, so ptsc builds them from point-to-point messages in the lane's
+ * collective tag space: a dissemination barrier, a binomial broadcast, a
+ * reduction folded at the root in rank order (correct for non-commutative
+ * operations) and linear gathers and exchanges. Reductions there run on the
+ * host (MPI_Reduce_local), so device buffers are staged for them.
+ */
+#include "ptsc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const void *user;     /* caller's buffer (or MPI_IN_PLACE / NULL) */
+    void *wire;           /* what MPI sees */
+    ptsc__stagebuf_t *sb; /* pinned copy when staged */
+    size_t bytes;
+} cbuf_t;
+
+static int shared_mode(void) { return ptsc__g.cfg.comm == PTSC__COMM_SHARED; }
+
+/* Sync (per scope) and, when needed, stage one buffer. `copy_in` copies the
+ * caller's data into the staged copy; `host_only` stages device memory even
+ * on a CUDA-aware MPI (host-side reductions). */
+static int cbuf_in(ptsc_ctx_t *ctx, const void *buf, size_t bytes, MPI_Datatype type, int copy_in, int host_only,
+                   cbuf_t *c, const char *call)
+{
+    c->user = buf;
+    c->wire = (void *)buf;
+    c->sb = NULL;
+    c->bytes = bytes;
+    if (!buf || buf == MPI_IN_PLACE || bytes == 0)
+        return PTSC_OK;
+    int staged = 0, rc = ptsc__sync_prepare(ctx, buf, &staged, call);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!staged && host_only) {
+        ptsc_memclass_t cls;
+        if ((rc = ptsc__mem_classify(buf, &cls)) != PTSC_OK)
+            return rc;
+        staged = cls == PTSC_MEM_DEVICE;
+    }
+    if (!staged)
+        return PTSC_OK;
+    if ((rc = ptsc__check_contiguous(type, call)) != PTSC_OK)
+        return rc;
+    if ((rc = ptsc__stage_acquire(ctx, bytes, &c->sb)) != PTSC_OK)
+        return rc;
+    c->wire = c->sb->host;
+    if (copy_in) {
+        ctx->stats.staged_bytes += bytes;
+        rc = ptsc__gpu_copy_async(c->wire, buf, bytes, ctx->stream);
+    }
+    return rc;
+}
+
+/* Inputs were copied on the thread's stream: one sync covers them all. */
+static int cbuf_ready(ptsc_ctx_t *ctx, const cbuf_t *a, const cbuf_t *b)
+{
+    if ((a && a->sb) || (b && b->sb))
+        return ptsc__gpu_stream_sync(ctx->stream);
+    return PTSC_OK;
+}
+
+static int cbuf_out(ptsc_ctx_t *ctx, cbuf_t *c, int copy_out, int rc)
+{
+    if (!c->sb)
+        return rc;
+    int out = rc == PTSC_OK && copy_out;
+    if (out) {
+        ctx->stats.staged_bytes += c->bytes;
+        rc = ptsc__gpu_copy_async((void *)c->user, c->wire, c->bytes, ctx->stream);
+    }
+    int rrc = ptsc__stage_release(ctx, c->sb, out);
+    c->sb = NULL;
+    return rc != PTSC_OK ? rc : rrc;
+}
+
+static int begin(ptsc_ctx_t **ctx, const char *call)
+{
+    int rc = ptsc__ctx_resolve(ctx, call);
+    if (rc == PTSC_OK)
+        (*ctx)->stats.collectives++;
+    return rc;
+}
+
+static int check_root(int root, const char *call)
+{
+    if (root < 0 || root >= ptsc__g.nranks)
+        return ptsc__err(PTSC_ERR_RANK, "%s: root %d is outside [0, %d)", call, root, ptsc__g.nranks);
+    return PTSC_OK;
+}
+
+static int check_op(MPI_Op op, const char *call)
+{
+    return op == MPI_OP_NULL ? ptsc__err(PTSC_ERR_ARG, "%s: op is MPI_OP_NULL", call) : PTSC_OK;
+}
+
+static int mpi_rc(int mrc, const char *call) { return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, call); }
+
+/* ------------------------------------------------------------------------ */
+/* PTSC_COMM=shared: collectives from point-to-point messages               */
+/* ------------------------------------------------------------------------ */
+
+static int p_send(int me, int peer, const void *buf, int count, MPI_Datatype t)
+{
+    ptsc__addr_t a;
+    ptsc__lanes_coll_addr(me, peer, 0, &a);
+    return MPI_Send(buf, count, t, a.rank, a.tag, a.comm);
+}
+
+static int p_recv(int me, int peer, void *buf, int count, MPI_Datatype t)
+{
+    ptsc__addr_t a;
+    ptsc__lanes_coll_addr(me, peer, 0, &a);
+    return MPI_Recv(buf, count, t, a.rank, a.tag, a.comm, MPI_STATUS_IGNORE);
+}
+
+static int p_barrier(int me)
+{
+    int n = ptsc__g.nranks, r = ptsc__g.rank;
+    for (int k = 1; k < n; k <<= 1) {
+        ptsc__addr_t to, from;
+        ptsc__lanes_coll_addr(me, (r + k) % n, 0, &to);
+        ptsc__lanes_coll_addr(me, (r - k + n) % n, 0, &from);
+        int mrc = MPI_Sendrecv(NULL, 0, MPI_BYTE, to.rank, to.tag, NULL, 0, MPI_BYTE, from.rank, from.tag, to.comm,
+                               MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS)
+            return mrc;
+    }
+    return MPI_SUCCESS;
+}
+
+static int p_bcast(int me, void *buf, int count, MPI_Datatype t, int root)
+{
+    int n = ptsc__g.nranks, vr = (ptsc__g.rank - root + n) % n, mask = 1, mrc = MPI_SUCCESS;
+    while (mask < n) {
+        if (vr & mask) {
+            mrc = p_recv(me, (vr - mask + root) % n, buf, count, t);
+            break;
+        }
+        mask <<= 1;
+    }
+    for (mask >>= 1; mask > 0 && mrc == MPI_SUCCESS; mask >>= 1)
+        if (vr + mask < n)
+            mrc = p_send(me, (vr + mask + root) % n, buf, count, t);
+    return mrc;
+}
+
+/* Root folds x_{n-1}, ..., x_0 as x_i op acc, so the result is
+ * x_0 op x_1 op ... op x_{n-1} for any operation. */
+static int p_reduce(int me, const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root)
+{
+    int n = ptsc__g.nranks, r = ptsc__g.rank;
+    const void *mine = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    if (r != root)
+        return p_send(me, root, mine, count, t);
+    MPI_Aint lb, ext;
+    MPI_Type_get_extent(t, &lb, &ext);
+    size_t bytes = (size_t)count * (size_t)ext;
+    char *acc = malloc(bytes ? bytes : 1), *tmp = malloc(bytes ? bytes : 1);
+    int mrc = acc && tmp ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    for (int i = n - 1; i >= 0 && mrc == MPI_SUCCESS; i--) {
+        char *dst = i == n - 1 ? acc : tmp;
+        if (i == r)
+            memcpy(dst, mine, bytes);
+        else
+            mrc = p_recv(me, i, dst - lb, count, t);
+        if (mrc == MPI_SUCCESS && i != n - 1)
+            mrc = MPI_Reduce_local(tmp - lb, acc - lb, count, t, op);
+    }
+    if (mrc == MPI_SUCCESS)
+        memcpy(rbuf, acc, bytes);
+    free(acc);
+    free(tmp);
+    return mrc;
+}
+
+static int p_exchange(int me, const void *sbuf, int scount, MPI_Datatype st, void *rbuf, int rcount,
+                      MPI_Datatype rt, int all_to_all)
+{
+    int n = ptsc__g.nranks, mrc = MPI_SUCCESS, nreq = 0;
+    MPI_Aint lb, sext, rext;
+    MPI_Type_get_extent(st, &lb, &sext);
+    MPI_Type_get_extent(rt, &lb, &rext);
+    MPI_Request *reqs = malloc(2 * (size_t)n * sizeof *reqs);
+    if (!reqs)
+        return MPI_ERR_NO_MEM;
+    for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
+        ptsc__addr_t a;
+        ptsc__lanes_coll_addr(me, i, 0, &a);
+        mrc = MPI_Irecv((char *)rbuf + (size_t)i * rcount * rext, rcount, rt, a.rank, a.tag, a.comm, &reqs[nreq++]);
+    }
+    for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
+        ptsc__addr_t a;
+        ptsc__lanes_coll_addr(me, i, 0, &a);
+        const char *src = (const char *)sbuf + (all_to_all ? (size_t)i * scount * sext : 0);
+        mrc = MPI_Isend(src, scount, st, a.rank, a.tag, a.comm, &reqs[nreq++]);
+    }
+    int wrc = MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
+    free(reqs);
+    return mrc != MPI_SUCCESS ? mrc : wrc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public calls                                                              */
+/* ------------------------------------------------------------------------ */
+
+int ptsc_barrier(ptsc_ctx_t *ctx)
+{
+    int rc = begin(&ctx, "ptsc_barrier");
+    if (rc != PTSC_OK)
+        return rc;
+    int me = ctx->index;
+    return mpi_rc(shared_mode() ? p_barrier(me) : MPI_Barrier(ptsc__lanes_coll_comm(me)), "ptsc_barrier");
+}
+
+int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int root)
+{
+    const char *call = "ptsc_bcast";
+    size_t bytes = 0;
+    int rc = begin(&ctx, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__check_buf(buf, count, type, call, &bytes);
+    if (rc == PTSC_OK)
+        rc = check_root(root, call);
+    if (rc != PTSC_OK)
+        return rc;
+    int is_root = ptsc__g.rank == root, me = ctx->index;
+    cbuf_t b;
+    rc = cbuf_in(ctx, buf, bytes, type, is_root, 0, &b, call);
+    if (rc == PTSC_OK)
+        rc = cbuf_ready(ctx, &b, NULL);
+    if (rc == PTSC_OK)
+        rc = mpi_rc(shared_mode() ? p_bcast(me, b.wire, count, type, root)
+                                  : MPI_Bcast(b.wire, count, type, root, ptsc__lanes_coll_comm(me)),
+                    call);
+    return cbuf_out(ctx, &b, !is_root, rc);
+}
+
+/* Reduce and allreduce share everything but who receives the result. */
+static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                         int root, const char *call)
+{
+    size_t bytes = 0;
+    int rc = begin(&ctx, call), all = root < 0;
+    if (rc == PTSC_OK && !all)
+        rc = check_root(root, call);
+    int gets = all || ptsc__g.rank == root, in_place = sbuf == MPI_IN_PLACE;
+    if (rc == PTSC_OK)
+        rc = check_op(op, call);
+    if (rc == PTSC_OK && !in_place)
+        rc = ptsc__check_buf(sbuf, count, type, call, &bytes);
+    if (rc == PTSC_OK && gets)
+        rc = ptsc__check_buf(rbuf, count, type, call, &bytes);
+    if (rc == PTSC_OK && in_place && !gets)
+        rc = ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is only valid at the root", call);
+    if (rc != PTSC_OK)
+        return rc;
+    int me = ctx->index, host_only = shared_mode();
+    cbuf_t s = {0}, r = {0};
+    rc = cbuf_in(ctx, sbuf, bytes, type, 1, host_only, &s, call);
+    if (rc == PTSC_OK && gets)
+        rc = cbuf_in(ctx, rbuf, bytes, type, in_place, host_only, &r, call);
+    if (rc == PTSC_OK)
+        rc = cbuf_ready(ctx, &s, &r);
+    if (rc == PTSC_OK) {
+        MPI_Comm comm = ptsc__lanes_coll_comm(me);
+        const void *sw = in_place ? MPI_IN_PLACE : s.wire;
+        int mrc;
+        if (shared_mode()) {
+            mrc = p_reduce(me, sw, gets ? r.wire : NULL, count, type, op, all ? 0 : root);
+            if (mrc == MPI_SUCCESS && all)
+                mrc = p_bcast(me, r.wire, count, type, 0);
+        } else {
+            mrc = all ? MPI_Allreduce(sw, r.wire, count, type, op, comm)
+                      : MPI_Reduce(sw, gets ? r.wire : NULL, count, type, op, root, comm);
+        }
+        rc = mpi_rc(mrc, call);
+    }
+    rc = cbuf_out(ctx, &s, 0, rc);
+    return cbuf_out(ctx, &r, gets, rc);
+}
+
+int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root)
+{
+    if (root < 0) /* negative roots mean "all" inside reduce_common */
+        return ptsc__err(PTSC_ERR_RANK, "ptsc_reduce: root %d is negative", root);
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, root, "ptsc_reduce");
+}
+
+int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op)
+{
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, -1, "ptsc_allreduce");
+}
+
+/* Allgather and alltoall: `per_peer` is 1 when sbuf holds one block per rank. */
+static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                         MPI_Datatype rtype, int per_peer, const char *call)
+{
+    size_t sbytes = 0, rbytes = 0;
+    int n = ptsc__g.nranks, in_place = sbuf == MPI_IN_PLACE;
+    int rc = begin(&ctx, call);
+    if (rc == PTSC_OK && !in_place)
+        rc = ptsc__check_buf(sbuf, scount, stype, call, &sbytes);
+    if (rc == PTSC_OK)
+        rc = ptsc__check_buf(rbuf, rcount, rtype, call, &rbytes);
+    if (rc == PTSC_OK && in_place && shared_mode())
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: MPI_IN_PLACE is not supported with PTSC_COMM=shared", call);
+    if (rc != PTSC_OK)
+        return rc;
+    if (per_peer)
+        sbytes *= (size_t)n;
+    rbytes *= (size_t)n;
+    int me = ctx->index;
+    cbuf_t s = {0}, r = {0};
+    rc = cbuf_in(ctx, sbuf, sbytes, stype, 1, 0, &s, call);
+    if (rc == PTSC_OK)
+        rc = cbuf_in(ctx, rbuf, rbytes, rtype, in_place, 0, &r, call);
+    if (rc == PTSC_OK)
+        rc = cbuf_ready(ctx, &s, &r);
+    if (rc == PTSC_OK) {
+        const void *sw = in_place ? MPI_IN_PLACE : s.wire;
+        MPI_Comm comm = ptsc__lanes_coll_comm(me);
+        int mrc;
+        if (shared_mode())
+            mrc = p_exchange(me, sw, scount, stype, r.wire, rcount, rtype, per_peer);
+        else if (per_peer)
+            mrc = MPI_Alltoall(sw, scount, stype, r.wire, rcount, rtype, comm);
+        else
+            mrc = MPI_Allgather(sw, scount, stype, r.wire, rcount, rtype, comm);
+        rc = mpi_rc(mrc, call);
+    }
+    rc = cbuf_out(ctx, &s, 0, rc);
+    return cbuf_out(ctx, &r, 1, rc);
+}
+
+int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                   MPI_Datatype rtype)
+{
+    return gather_common(ctx, sbuf, scount, stype, rbuf, rcount, rtype, 0, "ptsc_allgather");
+}
+
+int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                  MPI_Datatype rtype)
+{
+    return gather_common(ctx, sbuf, scount, stype, rbuf, rcount, rtype, 1, "ptsc_alltoall");
+}

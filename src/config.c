@@ -1,0 +1,325 @@
+/*
+ * The PTSC_* variables: one table, from which parsing, ptsc_config_print,
+ * ptsc-info and docs/ENV.md all derive. To add a variable, add a row and a
+ * field of ptsc__config_t; nothing else.
+ */
+#include "ptsc_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+typedef enum { VAR_ENUM, VAR_INT, VAR_SIZE, VAR_BOOL, VAR_DEVMAP } var_type_t;
+
+typedef struct {
+    const char *name;
+    const char *def;            /* default, as the user would write it */
+    var_type_t type;
+    size_t offset;              /* field of ptsc__config_t */
+    const char *const *choices; /* VAR_ENUM: value i is choices[i]; NULL-terminated */
+    long long min, max;         /* VAR_INT, VAR_SIZE */
+    const char *doc;
+} var_t;
+
+static const char *const scope_choices[] = {"auto", "none", "thread", "global", "device", NULL};
+static const char *const check_choices[] = {"off", "warn", "error", NULL};
+static const char *const stream_choices[] = {"per-thread", "owned", "legacy", NULL};
+static const char *const comm_choices[] = {"dup", "shared", NULL};
+static const char *const tri_choices[] = {"auto", "yes", "no", NULL};
+static const char *const staging_choices[] = {"auto", "always", "never", NULL};
+static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
+
+#define FIELD(f) offsetof(ptsc__config_t, f)
+
+static const var_t vars[] = {
+    {"PTSC_SYNC_SCOPE", "auto", VAR_ENUM, FIELD(sync_scope), scope_choices, 0, 0,
+     "What is synchronised before MPI touches a device, managed or pinned buffer: auto (thread scope for "
+     "attached threads, global for others), none, thread (the thread's stream), global (legacy default "
+     "stream), device (cudaDeviceSynchronize)."},
+    {"PTSC_SYNC_CHECK", "off", VAR_ENUM, FIELD(sync_check), check_choices, 0, 0,
+     "Race check: after the scope's sync, report a device buffer handed to MPI while the thread's stream is "
+     "still busy, as a warning (warn) or as PTSC_ERR_RACE (error)."},
+    {"PTSC_STREAM", "per-thread", VAR_ENUM, FIELD(stream), stream_choices, 0, 0,
+     "Stream bound to each thread: per-thread (cudaStreamPerThread), owned (a blocking stream created per "
+     "thread), legacy (cudaStreamLegacy)."},
+    {"PTSC_COMM", "dup", VAR_ENUM, FIELD(comm), comm_choices, 0, 0,
+     "dup: one communicator lane per thread index; shared: one communicator, threads kept apart by tag "
+     "bits (smaller tag range, collectives serialised by lane tag space)."},
+    {"PTSC_MAX_THREADS", "auto", VAR_INT, FIELD(max_threads), NULL, 1, PTSC__MAX_THREADS_LIMIT,
+     "Thread slots (lanes) per rank; auto is omp_get_max_threads(). Must be equal on every rank."},
+    {"PTSC_DEVICE_MAP", "rank", VAR_DEVMAP, FIELD(device_map), NULL, 0, 0,
+     "Device of each thread: rank (node-local rank modulo devices), thread (thread index modulo devices), "
+     "or a comma list of device numbers indexed by node-local rank * threads + thread, modulo its length."},
+    {"PTSC_CUDA_AWARE", "auto", VAR_ENUM, FIELD(cuda_aware), tri_choices, 0, 0,
+     "Whether MPI may be given device pointers: auto asks MPIX_Query_cuda_support(); yes or no override."},
+    {"PTSC_STAGING", "auto", VAR_ENUM, FIELD(staging), staging_choices, 0, 0,
+     "Stage device buffers through pinned host memory: auto (when MPI is not CUDA-aware), always, never "
+     "(device buffers then need a CUDA-aware MPI)."},
+    {"PTSC_STAGING_CHUNK", "4MiB", VAR_SIZE, FIELD(staging_chunk), NULL, 4096, 1LL << 30,
+     "Messages of at least this size are pipelined in chunks of it while staging is on (k, M, G suffixes "
+     "are binary). Must be equal on every rank."},
+    {"PTSC_LOG", "warn", VAR_ENUM, FIELD(log), log_choices, 0, 0,
+     "Log level of messages on stderr; each line carries rank and thread."},
+    {"PTSC_STATS", "0", VAR_BOOL, FIELD(stats), NULL, 0, 0,
+     "Print per-thread counters (syncs, sync time, messages, staged bytes) at ptsc_finalize."},
+    {"PTSC_PRINT_CONFIG", "0", VAR_BOOL, FIELD(print_config), NULL, 0, 0,
+     "Print the effective configuration on rank 0 at ptsc_init."},
+};
+
+#define NVARS ((int)(sizeof vars / sizeof vars[0]))
+
+int ptsc__config_count(void) { return NVARS; }
+
+const char *ptsc__config_name(int i) { return i >= 0 && i < NVARS ? vars[i].name : NULL; }
+
+static const char *var_value(const var_t *v)
+{
+    const char *s = getenv(v->name);
+    return s ? s : v->def;
+}
+
+/* "a, b or c" for messages and docs. */
+static void choices_text(const var_t *v, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    switch (v->type) {
+    case VAR_ENUM:
+        for (int i = 0; v->choices[i] && len < n; i++)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", i == 0 ? "" : v->choices[i + 1] ? ", " : " or ",
+                                    v->choices[i]);
+        break;
+    case VAR_INT:
+        snprintf(buf, n, "auto or an integer %lld..%lld", v->min, v->max);
+        break;
+    case VAR_SIZE:
+        snprintf(buf, n, "a size %lld..%lld bytes, optional suffix k, M, G (or KiB, MiB, GiB)", v->min, v->max);
+        break;
+    case VAR_BOOL:
+        snprintf(buf, n, "0 or 1 (also no/yes, off/on, false/true)");
+        break;
+    case VAR_DEVMAP:
+        snprintf(buf, n, "rank, thread or a comma list of device numbers (e.g. 0,1)");
+        break;
+    }
+}
+
+static int bad_value(const var_t *v, const char *s)
+{
+    char accepts[256];
+    choices_text(v, accepts, sizeof accepts);
+    return ptsc__err(PTSC_ERR_CONFIG, "%s=\"%s\" is not valid: it accepts %s", v->name, s, accepts);
+}
+
+static int parse_ll(const char *s, long long *out, const char **end)
+{
+    char *e;
+    errno = 0;
+    long long x = strtoll(s, &e, 10);
+    if (e == s || errno == ERANGE || !isdigit((unsigned char)*s))
+        return -1;
+    *out = x;
+    *end = e;
+    return 0;
+}
+
+static int parse_size(const char *s, long long *out)
+{
+    static const struct {
+        const char *suffix;
+        int shift;
+    } units[] = {{"", 0},      {"k", 10},   {"K", 10},   {"KiB", 10}, {"m", 20},
+                 {"M", 20},    {"MiB", 20}, {"g", 30},   {"G", 30},   {"GiB", 30}};
+    long long x;
+    const char *end;
+    if (parse_ll(s, &x, &end) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (x > (LLONG_MAX >> units[i].shift))
+                return -1;
+            *out = x << units[i].shift;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_devmap(const var_t *v, const char *s, ptsc__config_t *cfg)
+{
+    if (strcmp(s, "rank") == 0) {
+        cfg->device_map = PTSC__MAP_RANK;
+        return PTSC_OK;
+    }
+    if (strcmp(s, "thread") == 0) {
+        cfg->device_map = PTSC__MAP_THREAD;
+        return PTSC_OK;
+    }
+    int n = 0;
+    const char *p = s;
+    for (;;) {
+        long long d;
+        const char *end;
+        if (n == PTSC__MAX_DEVLIST || parse_ll(p, &d, &end) != 0 || d > 1023)
+            return bad_value(v, s);
+        cfg->devlist[n++] = (int)d;
+        if (*end == '\0')
+            break;
+        if (*end != ',')
+            return bad_value(v, s);
+        p = end + 1;
+    }
+    cfg->device_map = PTSC__MAP_LIST;
+    cfg->ndevlist = n;
+    return PTSC_OK;
+}
+
+static int parse_var(const var_t *v, const char *s, ptsc__config_t *cfg)
+{
+    char *field = (char *)cfg + v->offset;
+    switch (v->type) {
+    case VAR_ENUM:
+        for (int i = 0; v->choices[i]; i++) {
+            if (strcmp(s, v->choices[i]) == 0) {
+                *(int *)field = i;
+                return PTSC_OK;
+            }
+        }
+        return bad_value(v, s);
+    case VAR_INT: {
+        long long x;
+        const char *end;
+        if (strcmp(s, "auto") == 0) {
+            *(int *)field = 0;
+            return PTSC_OK;
+        }
+        if (parse_ll(s, &x, &end) != 0 || *end != '\0' || x < v->min || x > v->max)
+            return bad_value(v, s);
+        *(int *)field = (int)x;
+        return PTSC_OK;
+    }
+    case VAR_SIZE: {
+        long long x;
+        if (parse_size(s, &x) != 0 || x < v->min || x > v->max)
+            return bad_value(v, s);
+        *(size_t *)field = (size_t)x;
+        return PTSC_OK;
+    }
+    case VAR_BOOL: {
+        static const char *const yes[] = {"1", "yes", "on", "true"}, *const no[] = {"0", "no", "off", "false"};
+        for (int i = 0; i < 4; i++) {
+            if (strcmp(s, yes[i]) == 0 || strcmp(s, no[i]) == 0) {
+                *(int *)field = strcmp(s, yes[i]) == 0;
+                return PTSC_OK;
+            }
+        }
+        return bad_value(v, s);
+    }
+    case VAR_DEVMAP:
+        return parse_devmap(v, s, cfg);
+    }
+    return ptsc__err(PTSC_ERR_INTERNAL, "%s: unknown variable type", v->name);
+}
+
+int ptsc__config_load(ptsc__config_t *cfg)
+{
+    ptsc__config_t c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < NVARS; i++) {
+        const char *env = getenv(vars[i].name);
+        int rc = parse_var(&vars[i], env ? env : vars[i].def, &c);
+        if (rc != PTSC_OK)
+            return rc;
+        if (env)
+            c.from_env |= 1ull << i;
+    }
+    *cfg = c;
+    ptsc__log_level = c.log;
+    return PTSC_OK;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63)
+        return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (int j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (int i = 1; i <= la; i++) {
+        for (int j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    }
+    return d[la][lb];
+}
+
+void ptsc__config_warn_unknown(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "PTSC_", 5) != 0)
+            continue;
+        char name[128];
+        size_t len = strcspn(*e, "=");
+        if (len >= sizeof name)
+            len = sizeof name - 1;
+        memcpy(name, *e, len);
+        name[len] = '\0';
+        int best = -1, best_d = 1 << 30;
+        for (int i = 0; i < NVARS; i++) {
+            int d = edit_distance(name, vars[i].name);
+            if (d == 0) {
+                best = -2;
+                break;
+            }
+            if (d < best_d) {
+                best_d = d;
+                best = i;
+            }
+        }
+        if (best == -2)
+            continue;
+        ptsc__log(PTSC__LOG_WARN, "unknown variable %s ignored; did you mean %s?", name, vars[best].name);
+    }
+}
+
+void ptsc__config_print(const ptsc__config_t *cfg, FILE *out)
+{
+    for (int i = 0; i < NVARS; i++)
+        fprintf(out, "  %-20s = %-12s (%s)\n", vars[i].name, var_value(&vars[i]),
+                cfg->from_env & (1ull << i) ? "environment" : "default");
+}
+
+void ptsc__config_markdown(FILE *out)
+{
+    fputs("# ptsc environment variables\n\n"
+          "Generated by `ptsc-info --markdown` from the table in src/config.c; a test fails when they differ.\n"
+          "A bad value makes `ptsc_init` fail with `PTSC_ERR_CONFIG` and a message naming the variable;\n"
+          "an unknown `PTSC_*` variable draws a warning that suggests the closest name.\n\n"
+          "| Variable | Default | Accepts | Description |\n|---|---|---|---|\n",
+          out);
+    for (int i = 0; i < NVARS; i++) {
+        char accepts[256];
+        choices_text(&vars[i], accepts, sizeof accepts);
+        fprintf(out, "| `%s` | `%s` | %s | %s |\n", vars[i].name, vars[i].def, accepts, vars[i].doc);
+    }
+}
+
+int ptsc_config_print(void *out)
+{
+    ptsc__config_t cfg;
+    int rc = ptsc__config_load(&cfg);
+    if (rc != PTSC_OK)
+        return rc;
+    ptsc__config_print(&cfg, out ? (FILE *)out : stdout);
+    return PTSC_OK;
+}

@@ -1,0 +1,366 @@
+/*
+ * The GPU layer on the CUDA runtime API. Plain C: only cuda_runtime_api.h,
+ * no kernels, so the host compiler builds it and it links to cudart.
+ *
+ * Every failing CUDA call is turned into PTSC_ERR_CUDA with CUDA's own name
+ * and message in the thread's detail string, after cudaGetLastError() has
+ * cleared the (non-sticky) error, so that a later, unrelated CUDA call in
+ * the program does not report our failure as its own (NCCL's CUDACHECK).
+ * Errors that only mean "a stream is being captured" become
+ * PTSC_ERR_CAPTURING instead, so that callers can tell the user what to do.
+ *
+ * This file never uses stream 0: every call names its stream explicitly
+ * (cudaStreamPerThread, cudaStreamLegacy or an owned handle), so it behaves
+ * the same whether or not it is compiled with per-thread default streams.
+ */
+#include "ptsc_internal.h"
+
+#include <cuda_runtime_api.h>
+#include <string.h>
+
+/* Capture-related errors: the operation was refused because of a capture. */
+static int ptsc__gpu_is_capture_error(cudaError_t e)
+{
+    return e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureInvalidated ||
+           e == cudaErrorStreamCaptureImplicit || e == cudaErrorStreamCaptureWrongThread ||
+           e == cudaErrorStreamCaptureUnmatched || e == cudaErrorStreamCaptureUnjoined ||
+           e == cudaErrorStreamCaptureIsolation || e == cudaErrorStreamCaptureMerge;
+}
+
+/* Errors that mean "no usable GPU here": host-only mode, not a failure. */
+static int ptsc__gpu_is_absent_error(cudaError_t e)
+{
+    return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+           e == cudaErrorStubLibrary || e == cudaErrorDevicesUnavailable ||
+           e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice ||
+           e == cudaErrorInitializationError || e == cudaErrorNotPermitted ||
+           e == cudaErrorSystemNotReady || e == cudaErrorCallRequiresNewerDriver;
+}
+
+/* Record a CUDA failure of `what` and return the matching ptsc status. */
+static int ptsc__gpu_fail(cudaError_t e, const char *what)
+{
+    (void)cudaGetLastError();
+    if (ptsc__gpu_is_capture_error(e))
+        return ptsc__err(PTSC_ERR_CAPTURING, "%s: %s (%s): a stream is being graph-captured", what,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+    return ptsc__err(PTSC_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define PTSC__CUDA_TRY(call, what)                                                                 \
+    do {                                                                                           \
+        cudaError_t ptsc__e = (call);                                                              \
+        if (ptsc__e != cudaSuccess)                                                                \
+            return ptsc__gpu_fail(ptsc__e, (what));                                                \
+    } while (0)
+
+int ptsc__gpu_init(int *ndevices)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (!ptsc__gpu_is_absent_error(e))
+            return ptsc__gpu_fail(e, "cudaGetDeviceCount");
+        /* A node without a driver or device runs host-only: every buffer
+         * is then pageable host memory, since none other can exist. */
+        ptsc__log(e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? PTSC__LOG_INFO
+                                                                              : PTSC__LOG_WARN,
+                  "no usable CUDA device (%s: %s); running host-only", cudaGetErrorName(e),
+                  cudaGetErrorString(e));
+        n = 0;
+    }
+    *ndevices = n;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_finalize(void)
+{
+    /* Nothing to undo: owned streams and staging buffers belong to contexts
+     * and are freed at detach. No cudaDeviceReset: the program may go on
+     * using CUDA after ptsc_finalize. */
+}
+
+int ptsc__gpu_describe(int d, char *buf, size_t n)
+{
+    struct cudaDeviceProp p;
+    if (buf == NULL || n == 0)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc__gpu_describe: empty output buffer");
+    PTSC__CUDA_TRY(cudaGetDeviceProperties(&p, d), "cudaGetDeviceProperties");
+    p.name[sizeof p.name - 1] = '\0';
+    snprintf(buf, n, "%s, cc %d.%d, %.0f GiB, %d SMs, PCI %04x:%02x:%02x.0", p.name, p.major, p.minor,
+             (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
+             (unsigned)p.pciDomainID, (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
+    return PTSC_OK;
+}
+
+void ptsc__gpu_versions(int *runtime, int *driver)
+{
+    int r = 0, d = 0;
+    if (cudaRuntimeGetVersion(&r) != cudaSuccess) {
+        (void)cudaGetLastError();
+        r = 0;
+    }
+    /* Reports 0 (with success) when no driver is installed. */
+    if (cudaDriverGetVersion(&d) != cudaSuccess) {
+        (void)cudaGetLastError();
+        d = 0;
+    }
+    if (runtime)
+        *runtime = r;
+    if (driver)
+        *driver = d;
+}
+
+int ptsc__gpu_set_device(int device)
+{
+    PTSC__CUDA_TRY(cudaSetDevice(device), "cudaSetDevice");
+    return PTSC_OK;
+}
+
+int ptsc__gpu_stream_bind(int kind, void **stream)
+{
+    cudaStream_t s;
+    switch (kind) {
+    case PTSC_STREAM_PER_THREAD:
+        s = cudaStreamPerThread;
+        break;
+    case PTSC_STREAM_OWNED:
+        /* Blocking (cudaStreamDefault), so a legacy-stream sync (the global
+         * scope) covers it, as it covers the per-thread streams. */
+        PTSC__CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamDefault), "cudaStreamCreateWithFlags");
+        break;
+    case PTSC_STREAM_LEGACY:
+        s = cudaStreamLegacy;
+        break;
+    default:
+        return ptsc__err(PTSC_ERR_ARG, "ptsc__gpu_stream_bind: unknown stream kind %d", kind);
+    }
+    *stream = (void *)s;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_stream_release(int kind, void *stream)
+{
+    if (kind == PTSC_STREAM_OWNED && stream != NULL) {
+        /* Called at detach or thread exit, possibly while the runtime is
+         * unloading at process exit: nothing useful can be done on error. */
+        if (cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess)
+            (void)cudaGetLastError();
+    }
+}
+
+int ptsc__gpu_stream_sync(void *stream)
+{
+    PTSC__CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+    return PTSC_OK;
+}
+
+int ptsc__gpu_legacy_sync(void)
+{
+    PTSC__CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize(cudaStreamLegacy)");
+    return PTSC_OK;
+}
+
+int ptsc__gpu_device_sync(void)
+{
+    PTSC__CUDA_TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    return PTSC_OK;
+}
+
+/*
+ * Capture status of one stream, through cudaStreamIsCapturing only: that
+ * query is documented as legal during capture and never invalidates one.
+ * On cudaStreamLegacy it fails with cudaErrorStreamCaptureImplicit while
+ * any blocking stream of the current device (every per-thread default
+ * stream and every stream created without cudaStreamNonBlocking, whatever
+ * thread owns it) is capturing; that is exactly "using the legacy stream
+ * now would break a capture", so it counts as capturing. An invalidated
+ * capture counts too: the stream stays unusable until its EndCapture.
+ */
+static int ptsc__gpu_stream_capturing(cudaStream_t s, int *capturing, const char *what)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(s, &st);
+    if (e == cudaErrorStreamCaptureImplicit) {
+        (void)cudaGetLastError();
+        *capturing = 1;
+        return PTSC_OK;
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return ptsc__err(PTSC_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    }
+    *capturing = st != cudaStreamCaptureStatusNone;
+    return PTSC_OK;
+}
+
+/*
+ * What each scope covers (the scope must be resolved: AUTO and DEFAULT are
+ * treated like GLOBAL, the broadest check that is still cheap):
+ *
+ *  THREAD  The bound stream. Syncing a stream that is not capturing is
+ *          legal while other streams capture (CUDA forbids syncing the
+ *          capturing stream itself, the legacy stream while a blocking
+ *          stream captures, and the device while any stream captures), so
+ *          one query is complete.
+ *  GLOBAL  The bound stream and cudaStreamLegacy. The legacy query reports
+ *          every capture on a blocking stream of the device, in any thread
+ *          and any capture mode, which is the whole set of captures that a
+ *          legacy-stream sync would break (non-blocking streams do not
+ *          synchronise with it).
+ *  DEVICE  Same two queries. Not covered: a capture running in ANOTHER
+ *          thread on a stream created with cudaStreamNonBlocking. CUDA has
+ *          no query for "some stream of this context is capturing", and the
+ *          handles of the program's own streams are unknown to ptsc. Such a
+ *          cudaDeviceSynchronize fails with a capture error, which the sync
+ *          functions above report as PTSC_ERR_CAPTURING, but CUDA then has
+ *          invalidated that other capture. Programs that capture on
+ *          non-blocking streams should not use the device scope.
+ *
+ * Cost: one query (~0.1 us) for THREAD, two for GLOBAL and DEVICE.
+ */
+int ptsc__gpu_capturing(void *stream, int scope, int *capturing)
+{
+    int c = 0, rc;
+    if (scope == PTSC_SCOPE_NONE) {
+        *capturing = 0;
+        return PTSC_OK;
+    }
+    rc = ptsc__gpu_stream_capturing((cudaStream_t)stream, &c, "cudaStreamIsCapturing(bound stream)");
+    if (rc != PTSC_OK)
+        return rc;
+    if (!c && scope != PTSC_SCOPE_THREAD && (cudaStream_t)stream != cudaStreamLegacy) {
+        rc = ptsc__gpu_stream_capturing(cudaStreamLegacy, &c, "cudaStreamIsCapturing(cudaStreamLegacy)");
+        if (rc != PTSC_OK)
+            return rc;
+    }
+    *capturing = c;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_stream_busy(void *stream, int *busy)
+{
+    int c = 0, rc;
+    cudaError_t e;
+    /* cudaStreamQuery on a capturing stream (or on the legacy stream while
+     * a blocking stream captures) would invalidate the capture: check first. */
+    rc = ptsc__gpu_stream_capturing((cudaStream_t)stream, &c, "cudaStreamIsCapturing");
+    if (rc != PTSC_OK)
+        return rc;
+    if (c)
+        return ptsc__err(PTSC_ERR_CAPTURING, "cannot query a stream that is being graph-captured");
+    e = cudaStreamQuery((cudaStream_t)stream);
+    if (e == cudaSuccess) {
+        *busy = 0;
+        return PTSC_OK;
+    }
+    if (e == cudaErrorNotReady) {
+        /* Not an error: CUDA does not record it as the last error. */
+        *busy = 1;
+        return PTSC_OK;
+    }
+    return ptsc__gpu_fail(e, "cudaStreamQuery");
+}
+
+int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls)
+{
+    struct cudaPointerAttributes a;
+    cudaError_t e;
+    if (p == NULL) {
+        *cls = PTSC_MEM_HOST;
+        return PTSC_OK;
+    }
+    memset(&a, 0, sizeof a);
+    e = cudaPointerGetAttributes(&a, p);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        /* Drivers before CUDA 11 answered cudaErrorInvalidValue for plain
+         * host pointers; without a driver or device no device memory can
+         * exist. Both mean pageable host memory. */
+        if (e == cudaErrorInvalidValue || ptsc__gpu_is_absent_error(e)) {
+            *cls = PTSC_MEM_HOST;
+            return PTSC_OK;
+        }
+        return ptsc__err(PTSC_ERR_CUDA, "cudaPointerGetAttributes(%p): %s (%s)", p, cudaGetErrorString(e),
+                         cudaGetErrorName(e));
+    }
+    switch (a.type) {
+    case cudaMemoryTypeDevice:
+        *cls = PTSC_MEM_DEVICE;
+        break;
+    case cudaMemoryTypeManaged:
+        *cls = PTSC_MEM_MANAGED;
+        break;
+    case cudaMemoryTypeHost:
+        *cls = PTSC_MEM_PINNED;
+        break;
+    default: /* cudaMemoryTypeUnregistered */
+        *cls = PTSC_MEM_HOST;
+        break;
+    }
+    return PTSC_OK;
+}
+
+int ptsc__gpu_host_alloc(size_t n, void **p)
+{
+    void *q = NULL;
+    /* Portable: pinned for every device's context, so a buffer stays valid
+     * whatever device the owning thread uses. */
+    PTSC__CUDA_TRY(cudaHostAlloc(&q, n, cudaHostAllocPortable), "cudaHostAlloc");
+    *p = q;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_host_free(void *p)
+{
+    if (p != NULL && cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)
+{
+    PTSC__CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream), "cudaMemcpyAsync");
+    return PTSC_OK;
+}
+
+int ptsc__gpu_event_create(void **ev)
+{
+    cudaEvent_t e;
+    /* No timing: cheaper to record and to query. */
+    PTSC__CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    *ev = (void *)e;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_event_destroy(void *ev)
+{
+    if (ev != NULL && cudaEventDestroy((cudaEvent_t)ev) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+int ptsc__gpu_event_record(void *ev, void *stream)
+{
+    PTSC__CUDA_TRY(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "cudaEventRecord");
+    return PTSC_OK;
+}
+
+int ptsc__gpu_event_done(void *ev, int *done)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaSuccess) {
+        *done = 1;
+        return PTSC_OK;
+    }
+    if (e == cudaErrorNotReady) {
+        *done = 0;
+        return PTSC_OK;
+    }
+    return ptsc__gpu_fail(e, "cudaEventQuery");
+}
+
+int ptsc__gpu_event_sync(void *ev)
+{
+    PTSC__CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize");
+    return PTSC_OK;
+}

@@ -1,0 +1,116 @@
+/*
+ * The GPU layer without CUDA (PTSC_WITH_CUDA=OFF or no toolkit at build
+ * time). There are no devices, every buffer is pageable host memory and
+ * every sync is a no-op, so the same API runs on host buffers.
+ *
+ * The host is modelled as a device whose only stream is synchronous:
+ * ptsc__gpu_host_alloc falls back to malloc, ptsc__gpu_copy_async copies at
+ * once and events are always complete. Nothing calls these without a GPU
+ * (staging needs device buffers), but with them staging.c and the p2p
+ * staging path behave correctly here too, and their pool logic can be
+ * unit-tested on machines without CUDA. Calls that need a real device
+ * (set_device, describe) answer PTSC_ERR_NO_DEVICE.
+ */
+#include "ptsc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The one "event": always complete. Non-NULL so callers can test for it. */
+static char ptsc__gpu_none_event;
+
+int ptsc__gpu_init(int *ndevices)
+{
+    *ndevices = 0;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_finalize(void) {}
+
+int ptsc__gpu_describe(int d, char *buf, size_t n)
+{
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "device %d: ptsc was built without CUDA", d);
+}
+
+void ptsc__gpu_versions(int *runtime, int *driver)
+{
+    if (runtime)
+        *runtime = 0;
+    if (driver)
+        *driver = 0;
+}
+
+int ptsc__gpu_set_device(int device)
+{
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "cannot select device %d: ptsc was built without CUDA", device);
+}
+
+int ptsc__gpu_stream_bind(int kind, void **stream)
+{
+    /* Contexts without a GPU have no stream (ptsc_ctx_stream gives NULL). */
+    *stream = NULL;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_stream_release(int kind, void *stream) {}
+
+int ptsc__gpu_stream_sync(void *stream) { return PTSC_OK; }
+
+int ptsc__gpu_legacy_sync(void) { return PTSC_OK; }
+
+int ptsc__gpu_device_sync(void) { return PTSC_OK; }
+
+int ptsc__gpu_stream_busy(void *stream, int *busy)
+{
+    *busy = 0;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_capturing(void *stream, int scope, int *capturing)
+{
+    *capturing = 0;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls)
+{
+    *cls = PTSC_MEM_HOST;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_host_alloc(size_t n, void **p)
+{
+    void *q = malloc(n ? n : 1);
+    if (q == NULL)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "malloc of %zu bytes for a host staging buffer failed", n);
+    *p = q;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_host_free(void *p) { free(p); }
+
+int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)
+{
+    /* The host "stream" is synchronous: the copy is complete on return. */
+    if (n > 0)
+        memmove(dst, src, n);
+    return PTSC_OK;
+}
+
+int ptsc__gpu_event_create(void **ev)
+{
+    *ev = &ptsc__gpu_none_event;
+    return PTSC_OK;
+}
+
+void ptsc__gpu_event_destroy(void *ev) {}
+
+int ptsc__gpu_event_record(void *ev, void *stream) { return PTSC_OK; }
+
+int ptsc__gpu_event_done(void *ev, int *done)
+{
+    *done = 1;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_event_sync(void *ev) { return PTSC_OK; }

@@ -1,0 +1,250 @@
+/* Process life cycle: ptsc_init, ptsc_finalize and what they report. */
+#include "ptsc_internal.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+ptsc__global_t ptsc__g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+int ptsc__check_ready(const char *call)
+{
+    switch (atomic_load_explicit(&ptsc__g.state, memory_order_acquire)) {
+    case PTSC__STATE_READY:
+        return PTSC_OK;
+    case PTSC__STATE_NONE:
+        return ptsc__err(PTSC_ERR_NOT_INITIALIZED, "%s: call ptsc_init first", call);
+    default:
+        return ptsc__err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize has already been called", call);
+    }
+}
+
+/* Init and lanes must agree on every rank: a rank with other lanes or another
+ * message protocol would mismatch messages, so a difference fails init on all
+ * ranks alike (every rank sees the same reduced values). */
+static int check_agreement(MPI_Comm world)
+{
+    long long mine[4] = {ptsc__g.nthreads, ptsc__g.cfg.comm, ptsc__g.staging, (long long)ptsc__g.cfg.staging_chunk};
+    long long v[8], hi[8];
+    for (int i = 0; i < 4; i++) {
+        v[i] = mine[i];
+        v[i + 4] = -mine[i];
+    }
+    int rc = MPI_Allreduce(v, hi, 8, MPI_LONG_LONG, MPI_MAX, world);
+    if (rc != MPI_SUCCESS)
+        return ptsc__err_mpi(rc, "ptsc_init: MPI_Allreduce");
+    static const char *what[4] = {"PTSC_MAX_THREADS", "PTSC_COMM", "staging (PTSC_STAGING, PTSC_CUDA_AWARE)",
+                                  "PTSC_STAGING_CHUNK"};
+    for (int i = 0; i < 4; i++)
+        if (hi[i] != -hi[i + 4])
+            return ptsc__err(PTSC_ERR_CONFIG,
+                             "ptsc_init: ranks disagree on %s (values %lld..%lld); set it alike on every rank",
+                             what[i], -hi[i + 4], hi[i]);
+    return PTSC_OK;
+}
+
+static int setup_node(MPI_Comm world)
+{
+    MPI_Comm node;
+    int rc = MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    if (rc != MPI_SUCCESS)
+        return ptsc__err_mpi(rc, "ptsc_init: MPI_Comm_split_type");
+    MPI_Comm_rank(node, &ptsc__g.local_rank);
+    MPI_Comm_size(node, &ptsc__g.local_size);
+    MPI_Comm_free(&node);
+    return PTSC_OK;
+}
+
+static int init_mpi(int *argc, char ***argv)
+{
+    int flag = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Finalized(&flag);
+    if (flag)
+        return ptsc__err(PTSC_ERR_MPI, "ptsc_init: MPI has already been finalized");
+    MPI_Initialized(&flag);
+    if (!flag) {
+        int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS)
+            return ptsc__err(PTSC_ERR_MPI, "ptsc_init: MPI_Init_thread failed (%d)", rc);
+        ptsc__g.own_mpi = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+        return ptsc__err(PTSC_ERR_THREAD_LEVEL,
+                         "ptsc_init: MPI provides thread level %d, ptsc needs MPI_THREAD_MULTIPLE (%d); %s",
+                         provided, MPI_THREAD_MULTIPLE,
+                         ptsc__g.own_mpi ? "this MPI library lacks thread support"
+                                         : "initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+    return PTSC_OK;
+}
+
+static int choose_paths(void)
+{
+    const ptsc__config_t *c = &ptsc__g.cfg;
+    int rc = ptsc__gpu_init(&ptsc__g.ndevices);
+    if (rc != PTSC_OK)
+        return rc;
+    if (c->cuda_aware == PTSC__TRI_AUTO)
+        ptsc__g.cuda_aware = ptsc__mpi_cuda_support() == 1;
+    else
+        ptsc__g.cuda_aware = c->cuda_aware == PTSC__TRI_YES;
+    if (ptsc__g.ndevices == 0)
+        ptsc__g.staging = 0; /* host buffers only: nothing to stage */
+    else if (c->staging == PTSC__STAGING_AUTO)
+        ptsc__g.staging = !ptsc__g.cuda_aware;
+    else
+        ptsc__g.staging = c->staging == PTSC__STAGING_ALWAYS;
+    if (ptsc__g.ndevices > 0 && !ptsc__g.staging && !ptsc__g.cuda_aware)
+        ptsc__log(PTSC__LOG_WARN, "PTSC_STAGING=never with an MPI that is not CUDA-aware: device buffers "
+                                  "will reach MPI as they are");
+    return PTSC_OK;
+}
+
+int ptsc_init(int *argc, char ***argv)
+{
+    int state = atomic_load(&ptsc__g.state);
+    if (state == PTSC__STATE_READY)
+        return ptsc__err(PTSC_ERR_ALREADY_INITIALIZED, "ptsc_init: already initialised");
+    if (state == PTSC__STATE_DONE)
+        return ptsc__err(PTSC_ERR_FINALIZED, "ptsc_init: ptsc cannot be initialised again after ptsc_finalize");
+
+    int rc = ptsc__config_load(&ptsc__g.cfg);
+    if (rc != PTSC_OK) {
+        ptsc__log(PTSC__LOG_ERROR, "%s", ptsc_last_error());
+        return rc;
+    }
+    if ((rc = init_mpi(argc, argv)) != PTSC_OK)
+        goto undo_mpi;
+
+    MPI_Comm world = MPI_COMM_WORLD;
+    MPI_Comm_rank(world, &ptsc__g.rank);
+    MPI_Comm_size(world, &ptsc__g.nranks);
+    if (ptsc__g.rank == 0)
+        ptsc__config_warn_unknown();
+    ptsc__g.nthreads = ptsc__g.cfg.max_threads > 0 ? ptsc__g.cfg.max_threads : omp_get_max_threads();
+    if (ptsc__g.nthreads > PTSC__MAX_THREADS_LIMIT)
+        ptsc__g.nthreads = PTSC__MAX_THREADS_LIMIT;
+    if ((rc = setup_node(world)) != PTSC_OK || (rc = choose_paths()) != PTSC_OK ||
+        (rc = check_agreement(world)) != PTSC_OK)
+        goto undo_gpu;
+    if ((rc = ptsc__lanes_create(world)) != PTSC_OK)
+        goto undo_gpu;
+    if ((rc = ptsc__ctx_setup()) != PTSC_OK)
+        goto undo_lanes;
+    atomic_store(&ptsc__g.mem_epoch, 1u);
+    atomic_store_explicit(&ptsc__g.state, PTSC__STATE_READY, memory_order_release);
+
+    if (ptsc__g.cfg.print_config && ptsc__g.rank == 0) {
+        printf("ptsc %s: %d ranks x %d threads, %d devices, cuda-aware %s, staging %s\n", PTSC_VERSION_STRING,
+               ptsc__g.nranks, ptsc__g.nthreads, ptsc__g.ndevices, ptsc__g.cuda_aware ? "yes" : "no",
+               ptsc__g.staging ? "on" : "off");
+        ptsc__config_print(&ptsc__g.cfg, stdout);
+        fflush(stdout);
+    }
+    ptsc__log(PTSC__LOG_INFO, "initialised: %d ranks x %d threads, %d devices", ptsc__g.nranks, ptsc__g.nthreads,
+              ptsc__g.ndevices);
+    return PTSC_OK;
+
+undo_lanes:
+    ptsc__lanes_free();
+undo_gpu:
+    ptsc__gpu_finalize();
+undo_mpi:
+    /* A failed init leaves MPI as it found it only where ptsc started it and
+     * nothing else can use it: the thread level is final for the process. */
+    if (ptsc__g.own_mpi && rc == PTSC_ERR_THREAD_LEVEL) {
+        MPI_Finalize();
+        ptsc__g.own_mpi = 0;
+    }
+    ptsc__log(PTSC__LOG_ERROR, "%s", ptsc_last_error());
+    return rc;
+}
+
+int ptsc_finalize(void)
+{
+    int rc = ptsc__check_ready("ptsc_finalize");
+    if (rc != PTSC_OK)
+        return rc;
+    if (ptsc__g.cfg.stats)
+        ptsc__ctx_print_stats(stderr);
+    ptsc__ctx_teardown();
+    ptsc__lanes_free();
+    ptsc__gpu_finalize();
+    atomic_store_explicit(&ptsc__g.state, PTSC__STATE_DONE, memory_order_release);
+    if (ptsc__g.own_mpi) {
+        int mrc = MPI_Finalize();
+        if (mrc != MPI_SUCCESS)
+            return ptsc__err(PTSC_ERR_MPI, "ptsc_finalize: MPI_Finalize failed (%d)", mrc);
+    }
+    return PTSC_OK;
+}
+
+int ptsc_initialized(int *flag)
+{
+    if (!flag)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_initialized: flag is NULL");
+    *flag = atomic_load(&ptsc__g.state) == PTSC__STATE_READY;
+    return PTSC_OK;
+}
+
+int ptsc_version(int *major, int *minor, int *patch)
+{
+    if (major)
+        *major = PTSC_VERSION_MAJOR;
+    if (minor)
+        *minor = PTSC_VERSION_MINOR;
+    if (patch)
+        *patch = PTSC_VERSION_PATCH;
+    return PTSC_OK;
+}
+
+const char *ptsc_version_string(void) { return PTSC_VERSION_STRING; }
+
+int ptsc_rank(int *rank)
+{
+    int rc = ptsc__check_ready("ptsc_rank");
+    if (rc != PTSC_OK)
+        return rc;
+    if (!rank)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_rank: rank is NULL");
+    *rank = ptsc__g.rank;
+    return PTSC_OK;
+}
+
+int ptsc_size(int *nranks, int *nthreads)
+{
+    int rc = ptsc__check_ready("ptsc_size");
+    if (rc != PTSC_OK)
+        return rc;
+    if (nranks)
+        *nranks = ptsc__g.nranks;
+    if (nthreads)
+        *nthreads = ptsc__g.nthreads;
+    return PTSC_OK;
+}
+
+int ptsc_tag_max(int *tag_max)
+{
+    int rc = ptsc__check_ready("ptsc_tag_max");
+    if (rc != PTSC_OK)
+        return rc;
+    if (!tag_max)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_tag_max: tag_max is NULL");
+    *tag_max = ptsc__g.tag_max;
+    return PTSC_OK;
+}
+
+int ptsc_features(int *cuda, int *cuda_aware, int *staging)
+{
+    int rc = ptsc__check_ready("ptsc_features");
+    if (rc != PTSC_OK)
+        return rc;
+    if (cuda)
+        *cuda = ptsc__g.ndevices > 0;
+    if (cuda_aware)
+        *cuda_aware = ptsc__g.cuda_aware;
+    if (staging)
+        *staging = ptsc__g.staging;
+    return PTSC_OK;
+}

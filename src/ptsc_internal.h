@@ -1,0 +1,279 @@
+/*
+ * The one internal header: shared state, the module interfaces and the GPU
+ * layer contract. Internal non-static functions are named ptsc__<module>_*.
+ *
+ * Modules (one file per concern):
+ *   status.c   status strings, thread-local error detail, logging
+ *   config.c   the PTSC_* variable table, parsing, printing
+ *   init.c     process life cycle (ptsc_init / ptsc_finalize), features
+ *   context.c  per-thread contexts: attach, detach, accessors, TLS
+ *   lanes.c    communicator lanes, (rank, thread) addressing, tags
+ *   sync.c     the scope policy: what is synchronised before MPI
+ *   memory.c   buffer classes and their per-thread cache
+ *   staging.c  per-thread pinned staging buffers
+ *   p2p.c      point-to-point calls and requests
+ *   coll.c     collectives over lanes
+ *   omp.c      OpenMP helpers
+ *   gpu_cuda.c / gpu_none.c   the GPU layer (one is built)
+ */
+#ifndef PTSC_INTERNAL_H
+#define PTSC_INTERNAL_H
+
+#include "ptsc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#define PTSC__LOCAL static
+#define PTSC__DETAIL_LEN 512
+#define PTSC__MAX_DEVLIST 64
+#define PTSC__MAX_THREADS_LIMIT 4096
+
+/* ------------------------------------------------------------------------ */
+/* status.c: errors and logging                                              */
+/* ------------------------------------------------------------------------ */
+
+enum { PTSC__LOG_ERROR = 0, PTSC__LOG_WARN, PTSC__LOG_INFO, PTSC__LOG_DEBUG };
+
+/* Record `status` with a printf-style detail for ptsc_last_error; returns status. */
+int ptsc__err(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* PTSC_ERR_MPI with MPI's own message for `mpi_rc`, prefixed by `what`. */
+int ptsc__err_mpi(int mpi_rc, const char *what);
+/* Log a line carrying rank and thread, if `level` <= PTSC_LOG. */
+void ptsc__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copy another thread's detail into the caller's (used by ptsc_omp_run). */
+void ptsc__err_set_detail(const char *detail);
+
+/* ------------------------------------------------------------------------ */
+/* config.c: the PTSC_* table                                                */
+/* ------------------------------------------------------------------------ */
+
+enum { PTSC__CHECK_OFF = 0, PTSC__CHECK_WARN, PTSC__CHECK_ERROR };
+enum { PTSC__COMM_DUP = 0, PTSC__COMM_SHARED };
+enum { PTSC__MAP_RANK = 0, PTSC__MAP_THREAD, PTSC__MAP_LIST };
+enum { PTSC__TRI_AUTO = 0, PTSC__TRI_YES, PTSC__TRI_NO };
+enum { PTSC__STAGING_AUTO = 0, PTSC__STAGING_ALWAYS, PTSC__STAGING_NEVER };
+
+typedef struct {
+    int sync_scope;    /* ptsc_scope_t */
+    int sync_check;    /* PTSC__CHECK_* */
+    int stream;        /* ptsc_stream_kind_t */
+    int comm;          /* PTSC__COMM_* */
+    int max_threads;   /* 0: the OpenMP maximum */
+    int device_map;    /* PTSC__MAP_* */
+    int ndevlist;      /* entries of devlist when device_map is a list */
+    int devlist[PTSC__MAX_DEVLIST];
+    int cuda_aware;    /* PTSC__TRI_* */
+    int staging;       /* PTSC__STAGING_* */
+    size_t staging_chunk;
+    int log;           /* PTSC__LOG_* */
+    int stats;
+    int print_config;
+    unsigned long long from_env; /* bit i: row i of the table was set in the environment */
+} ptsc__config_t;
+
+/* Parse the environment into `cfg`. PTSC_ERR_CONFIG names the variable and what it accepts. */
+int ptsc__config_load(ptsc__config_t *cfg);
+/* Warn about PTSC_* variables that are not in the table, suggesting the closest name. */
+void ptsc__config_warn_unknown(void);
+/* Human-readable table of every variable: value, source, doc line. */
+void ptsc__config_print(const ptsc__config_t *cfg, FILE *out);
+/* docs/ENV.md, generated from the table. */
+void ptsc__config_markdown(FILE *out);
+/* Number of rows of the table and the name of row i (for tests). */
+int ptsc__config_count(void);
+const char *ptsc__config_name(int i);
+/* Log level in effect (read before init too, for early messages). */
+extern int ptsc__log_level;
+
+/* ------------------------------------------------------------------------ */
+/* Shared state                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum { PTSC__STATE_NONE = 0, PTSC__STATE_READY = 1, PTSC__STATE_DONE = 2 };
+
+typedef struct ptsc__stagebuf ptsc__stagebuf_t;
+
+struct ptsc_ctx {
+    int index;        /* thread slot, also the lane where this thread receives */
+    int device;       /* CUDA device, -1 without a GPU */
+    int stream_kind;  /* ptsc_stream_kind_t */
+    void *stream;     /* cudaStream_t, NULL without a GPU */
+    int scope;        /* ptsc_scope_t as set */
+    int lazy;         /* attached by ptsc_self: unknown to the auto rule */
+    pthread_t owner;
+    ptsc_stats_t stats;
+    ptsc__stagebuf_t *stage_free;    /* idle pinned buffers */
+    ptsc__stagebuf_t *stage_pending; /* released, waiting for their copy to finish */
+    struct ptsc_request *req_free;   /* recycled request objects */
+    void **ev_free;                  /* recycled CUDA events (p2p pipelining) */
+    int nev_free, cap_ev_free;
+};
+
+typedef struct {
+    atomic_int state; /* PTSC__STATE_* */
+    ptsc__config_t cfg;
+    int rank, nranks, nthreads;
+    int local_rank, local_size;
+    int own_mpi;       /* ptsc_init called MPI_Init_thread */
+    MPI_Comm *lanes;   /* nthreads lanes (dup) or 1 (shared) */
+    int nlanes;
+    int tag_max;
+    int ndevices;      /* usable CUDA devices; 0: host-only */
+    int cuda_aware;    /* device pointers go to MPI directly */
+    int staging;       /* device buffers are staged through pinned memory */
+    pthread_mutex_t lock; /* guards slots[] and retired[] */
+    ptsc_ctx_t **slots;
+    ptsc_stats_t *retired; /* counters of detached contexts, per index */
+    pthread_key_t key;
+    atomic_uint mem_epoch; /* bumped by ptsc_mem_forget */
+} ptsc__global_t;
+
+extern ptsc__global_t ptsc__g;
+
+/* Thread-local state, reached only through ptsc__tls(). */
+typedef struct {
+    ptsc_ctx_t *ctx;
+    char detail[PTSC__DETAIL_LEN];
+} ptsc__tls_t;
+ptsc__tls_t *ptsc__tls(void);
+
+/* PTSC_OK when initialised, else PTSC_ERR_NOT_INITIALIZED / PTSC_ERR_FINALIZED with detail. */
+int ptsc__check_ready(const char *call);
+
+/* ------------------------------------------------------------------------ */
+/* context.c                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Resolve `ctx` for a call: NULL means the caller's (lazily attached); a
+ * context of another thread is PTSC_ERR_WRONG_THREAD. Checks init too. */
+int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call);
+/* Called by init / finalize. */
+int ptsc__ctx_setup(void);
+void ptsc__ctx_teardown(void);
+/* Sum of every thread's counters, live and retired, per index (stats print). */
+void ptsc__ctx_print_stats(FILE *out);
+
+/* ------------------------------------------------------------------------ */
+/* lanes.c                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    MPI_Comm comm;
+    int rank; /* MPI source/destination */
+    int tag;  /* encoded MPI tag */
+} ptsc__addr_t;
+
+int ptsc__lanes_create(MPI_Comm world);
+void ptsc__lanes_free(void);
+/* Where a message from thread `me` to (rank, thread) with `tag` goes. */
+int ptsc__lanes_send_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a);
+/* Where thread `me` receives a message from (rank, thread) with `tag`. */
+int ptsc__lanes_recv_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a);
+/* The communicator a thread's collectives use (its lane). */
+MPI_Comm ptsc__lanes_coll_comm(int me);
+/* PTSC_COMM=shared: where thread `me`'s collective messages to or from
+ * `rank` go (a tag space apart from point-to-point). */
+void ptsc__lanes_coll_addr(int me, int rank, int tag, ptsc__addr_t *a);
+/* MPI_Query / MPIX_Query_cuda_support; -1 when the MPI cannot tell. */
+int ptsc__mpi_cuda_support(void);
+
+/* ------------------------------------------------------------------------ */
+/* sync.c: the scope policy                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The scope a context's calls use: `scope` with DEFAULT and AUTO resolved. */
+int ptsc__sync_resolve(const ptsc_ctx_t *ctx, int scope);
+/* Synchronise at `scope` (resolved here), counting it. */
+int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope);
+/* Make a buffer of class `cls` safe for MPI per the context's scope.
+ * `staged`: the buffer is copied on the context's stream before MPI sees
+ * it, which already orders it after the thread's own work, so the thread
+ * scope needs no sync. Runs the race check on direct hand-overs.
+ * `call` names the API call for messages. */
+int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const char *call);
+/* Everything a buffer needs before MPI touches it: classify `buf`, decide
+ * whether it is staged (*staged), and sync per scope. NULL buffers are host. */
+int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call);
+
+/* ------------------------------------------------------------------------ */
+/* memory.c: buffer classes                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Classify with the per-thread cache; always PTSC_MEM_HOST without a GPU. */
+int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls);
+/* 1 when a buffer of this class must be synchronised before MPI. */
+static inline int ptsc__mem_needs_sync(ptsc_memclass_t c) { return c != PTSC_MEM_HOST; }
+/* 1 when MPI cannot read this class directly and it must be staged. */
+int ptsc__mem_needs_staging(ptsc_memclass_t c);
+
+/* ------------------------------------------------------------------------ */
+/* staging.c: per-thread pinned buffers                                      */
+/* ------------------------------------------------------------------------ */
+
+struct ptsc__stagebuf {
+    void *host;   /* pinned host memory */
+    size_t size;  /* capacity in bytes */
+    void *event;  /* recorded on release; the buffer is idle once it completes */
+    ptsc__stagebuf_t *next;
+};
+
+/* A pinned buffer of at least `bytes`, owned by the context until released. */
+int ptsc__stage_acquire(ptsc_ctx_t *ctx, size_t bytes, ptsc__stagebuf_t **sb);
+/* Give a buffer back. With `after_stream`, work queued on the context's
+ * stream may still read or write it: it is reused only after that work. */
+int ptsc__stage_release(ptsc_ctx_t *ctx, ptsc__stagebuf_t *sb, int after_stream);
+/* Wait for pending buffers and free the whole pool (detach). */
+void ptsc__stage_destroy(ptsc_ctx_t *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
+/* PTSC_ERR_NO_DEVICE. Errors carry CUDA's message in the detail.            */
+/* ------------------------------------------------------------------------ */
+
+/* Number of usable devices; 0 (not an error) when there is no driver or device. */
+int ptsc__gpu_init(int *ndevices);
+void ptsc__gpu_finalize(void);
+/* Node-wide description of device `d` for ptsc-info: "NVIDIA H200, cc 9.0, 139 GiB". */
+int ptsc__gpu_describe(int d, char *buf, size_t n);
+/* Runtime and driver versions (0 when absent). */
+void ptsc__gpu_versions(int *runtime, int *driver);
+int ptsc__gpu_set_device(int device);
+/* Bind a stream of `kind` on the current device; release undoes an owned one. */
+int ptsc__gpu_stream_bind(int kind, void **stream);
+void ptsc__gpu_stream_release(int kind, void *stream);
+int ptsc__gpu_stream_sync(void *stream);
+int ptsc__gpu_legacy_sync(void);
+int ptsc__gpu_device_sync(void);
+/* *busy = 1 when work queued on `stream` has not finished. */
+int ptsc__gpu_stream_busy(void *stream, int *busy);
+/* *capturing = 1 when syncing at `scope` would touch a stream under capture. */
+int ptsc__gpu_capturing(void *stream, int scope, int *capturing);
+int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls);
+int ptsc__gpu_host_alloc(size_t n, void **p);
+void ptsc__gpu_host_free(void *p);
+/* cudaMemcpyAsync with cudaMemcpyDefault on `stream`. */
+int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream);
+int ptsc__gpu_event_create(void **ev);
+void ptsc__gpu_event_destroy(void *ev);
+int ptsc__gpu_event_record(void *ev, void *stream);
+int ptsc__gpu_event_done(void *ev, int *done);
+int ptsc__gpu_event_sync(void *ev);
+
+/* ------------------------------------------------------------------------ */
+/* p2p.c: shared checks                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Check a (buf, count, type) argument triple; *bytes = count * type size. */
+int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
+/* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
+int ptsc__check_contiguous(MPI_Datatype type, const char *call);
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+uint64_t ptsc__now_ns(void);
+
+#endif /* PTSC_INTERNAL_H */

@@ -1,0 +1,93 @@
+/* Status strings, the thread-local error detail, logging and the clock. */
+#include "ptsc_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+int ptsc__log_level = PTSC__LOG_WARN;
+
+const char *ptsc_status_string(int status)
+{
+    switch (status) {
+#define PTSC__STATUS_MSG(name, value, msg)                                                                 \
+    case name:                                                                                             \
+        return msg;
+        PTSC_STATUS_LIST(PTSC__STATUS_MSG)
+#undef PTSC__STATUS_MSG
+    }
+    return "unknown status";
+}
+
+const char *ptsc_status_name(int status)
+{
+    switch (status) {
+#define PTSC__STATUS_NAME(name, value, msg)                                                                \
+    case name:                                                                                             \
+        return #name;
+        PTSC_STATUS_LIST(PTSC__STATUS_NAME)
+#undef PTSC__STATUS_NAME
+    }
+    return "PTSC_UNKNOWN_STATUS";
+}
+
+ptsc__tls_t *ptsc__tls(void)
+{
+    static _Thread_local ptsc__tls_t tls;
+    return &tls;
+}
+
+const char *ptsc_last_error(void) { return ptsc__tls()->detail; }
+
+void ptsc__err_set_detail(const char *detail)
+{
+    char *d = ptsc__tls()->detail;
+    if (detail != d)
+        snprintf(d, PTSC__DETAIL_LEN, "%s", detail);
+}
+
+int ptsc__err(int status, const char *fmt, ...)
+{
+    char *d = ptsc__tls()->detail;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d, PTSC__DETAIL_LEN, fmt, ap);
+    va_end(ap);
+    ptsc__log(PTSC__LOG_DEBUG, "%s: %s", ptsc_status_name(status), d);
+    return status;
+}
+
+int ptsc__err_mpi(int mpi_rc, const char *what)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error %d", mpi_rc);
+    return ptsc__err(PTSC_ERR_MPI, "%s: %s", what, msg);
+}
+
+void ptsc__log(int level, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    if (level > ptsc__log_level)
+        return;
+    char line[768];
+    ptsc_ctx_t *ctx = ptsc__tls()->ctx;
+    int n = snprintf(line, sizeof line, "[ptsc r%d t%d] %s: ",
+                     atomic_load(&ptsc__g.state) == PTSC__STATE_READY ? ptsc__g.rank : -1,
+                     ctx ? ctx->index : -1, names[level]);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    /* One fputs per line keeps lines of concurrent threads whole. */
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
+    fputs(line, stderr);
+}
+
+uint64_t ptsc__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,106 @@
+/*
+ * The scope policy: the one place that decides and performs what is
+ * synchronised before MPI reads or writes a buffer. It touches the GPU only
+ * through the ptsc__gpu_* layer and a context's counters.
+ *
+ *   none    nothing (the caller has synchronised)
+ *   thread  the thread's bound stream
+ *   global  cudaStreamLegacy: every blocking stream of the device
+ *   device  cudaDeviceSynchronize
+ *   auto    thread for an explicitly attached thread, global otherwise
+ */
+#include "ptsc_internal.h"
+
+static const char *const scope_names[] = {"auto", "none", "thread", "global", "device"};
+
+int ptsc__sync_resolve(const ptsc_ctx_t *ctx, int scope)
+{
+    if (scope == PTSC_SCOPE_DEFAULT)
+        scope = ctx ? ctx->scope : ptsc__g.cfg.sync_scope;
+    if (scope == PTSC_SCOPE_AUTO)
+        scope = ctx && !ctx->lazy ? PTSC_SCOPE_THREAD : PTSC_SCOPE_GLOBAL;
+    return scope;
+}
+
+int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope)
+{
+    scope = ptsc__sync_resolve(ctx, scope);
+    if (scope == PTSC_SCOPE_NONE || ptsc__g.ndevices == 0)
+        return PTSC_OK;
+    int capturing = 0, rc = ptsc__gpu_capturing(ctx->stream, scope, &capturing);
+    if (rc != PTSC_OK)
+        return rc;
+    if (capturing)
+        return ptsc__err(PTSC_ERR_CAPTURING,
+                         "a %s-scope sync would synchronise a stream under graph capture; the capture is left "
+                         "intact: end it first or use scope none inside captured code",
+                         scope_names[scope]);
+    uint64_t t0 = ptsc__now_ns();
+    switch (scope) {
+    case PTSC_SCOPE_THREAD:
+        rc = ptsc__gpu_stream_sync(ctx->stream);
+        break;
+    case PTSC_SCOPE_GLOBAL:
+        rc = ptsc__gpu_legacy_sync();
+        break;
+    default:
+        rc = ptsc__gpu_device_sync();
+    }
+    ctx->stats.syncs++;
+    ctx->stats.sync_ns += ptsc__now_ns() - t0;
+    return rc;
+}
+
+int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const char *call)
+{
+    if (!ptsc__mem_needs_sync(cls)) {
+        ctx->stats.skipped_syncs++;
+        return PTSC_OK;
+    }
+    int scope = ptsc__sync_resolve(ctx, PTSC_SCOPE_DEFAULT);
+    /* A staged buffer is copied on the thread's own stream, behind the work
+     * the thread queued: the thread scope is already satisfied. */
+    if (staged && scope == PTSC_SCOPE_THREAD)
+        return PTSC_OK;
+    int rc = ptsc__sync_scope(ctx, scope);
+    if (rc != PTSC_OK || staged || ptsc__g.cfg.sync_check == PTSC__CHECK_OFF || !ctx->stream)
+        return rc;
+    int busy = 0;
+    if ((rc = ptsc__gpu_stream_busy(ctx->stream, &busy)) != PTSC_OK || !busy)
+        return rc;
+    ctx->stats.races++;
+    if (ptsc__g.cfg.sync_check == PTSC__CHECK_ERROR)
+        return ptsc__err(PTSC_ERR_RACE,
+                         "%s: rank %d thread %d hands a device buffer to MPI while its stream is still busy "
+                         "(scope %s); synchronise or use a wider PTSC_SYNC_SCOPE",
+                         call, ptsc__g.rank, ctx->index, scope_names[scope]);
+    ptsc__log(PTSC__LOG_WARN, "%s: device buffer handed to MPI while the thread's stream is still busy (scope %s)",
+              call, scope_names[scope]);
+    return PTSC_OK;
+}
+
+int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope)
+{
+    int rc = ptsc__ctx_resolve(&ctx, "ptsc_sync");
+    if (rc != PTSC_OK)
+        return rc;
+    if (scope < PTSC_SCOPE_DEFAULT || scope > PTSC_SCOPE_DEVICE)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_sync: %d is not a scope", (int)scope);
+    rc = ptsc__sync_scope(ctx, scope);
+    if (rc == PTSC_ERR_CAPTURING || rc == PTSC_ERR_CUDA) {
+        char d[PTSC__DETAIL_LEN];
+        snprintf(d, sizeof d, "ptsc_sync: %s", ptsc_last_error());
+        ptsc__err_set_detail(d);
+    }
+    return rc;
+}
+
+int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call)
+{
+    ptsc_memclass_t cls = PTSC_MEM_HOST;
+    int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+    if (rc != PTSC_OK)
+        return rc;
+    *staged = ptsc__mem_needs_staging(cls);
+    return ptsc__sync_buffer(ctx, cls, *staged, call);
+}
