@@ -89,8 +89,10 @@ static int choose_paths(void)
         ptsc__g.cuda_aware = ptsc__mpi_cuda_support() == 1;
     else
         ptsc__g.cuda_aware = c->cuda_aware == PTSC__TRI_YES;
+    /* Without a device nothing needs staging, but `always` still selects the
+     * pieces wire format, so that format is exercised on CPU-only machines. */
     if (ptsc__g.ndevices == 0)
-        ptsc__g.staging = 0; /* host buffers only: nothing to stage */
+        ptsc__g.staging = c->staging == PTSC__STAGING_ALWAYS;
     else if (c->staging == PTSC__STAGING_AUTO)
         ptsc__g.staging = !ptsc__g.cuda_aware;
     else
