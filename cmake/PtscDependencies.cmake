@@ -29,7 +29,7 @@ if(NOT PTSC_WITH_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "PTSC_WITH_CUDA=ON but the CUDA toolkit was not found (set CUDAToolkit_ROOT)")
   endif()
 endif()
-message(STATUS "ptsc: CUDA layer ${PTSC_HAVE_CUDA}, nvcc for tests/examples ${PTSC_HAVE_NVCC}, MPI ${MPI_C_LIBRARY_VERSION_STRING}")
+message(STATUS "ptsc: CUDA layer ${PTSC_HAVE_CUDA}, nvcc for tests/examples ${PTSC_HAVE_NVCC}, MPI ${MPI_C_VERSION} (${MPIEXEC_EXECUTABLE})")
 
 # Warnings shared by every ptsc target.
 add_library(ptsc_warnings INTERFACE)

@@ -1,0 +1,23 @@
+/*
+ * The benchmarks' kernel: `work` rounds of arithmetic over a buffer, on a
+ * deliberately small grid so that kernels of several threads can run side
+ * by side, which is what makes a device-wide sync visibly costly.
+ */
+#include <cuda_runtime.h>
+
+__global__ void bench_busy_kernel(float *buf, size_t n, int work)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float x = buf[i];
+        for (int k = 0; k < work; k++)
+            x = x * 0.999f + 0.5f;
+        buf[i] = x;
+    }
+}
+
+extern "C" int bench_kernel_launch(float *buf, size_t n, int work, void *stream)
+{
+    bench_busy_kernel<<<16, 256, 0, (cudaStream_t)stream>>>(buf, n, work);
+    return (int)cudaGetLastError();
+}

@@ -1,0 +1,204 @@
+/*
+ * bench_scope: what each sync scope costs when several threads of a rank
+ * feed the GPU at once.
+ *
+ * Two ranks; T threads each (T = 1, 2, 4, 8). Thread t of rank 0 queues GPU
+ * work on its bound stream and then ptsc_sends the device buffer to thread t
+ * of rank 1, which receives it and queues its own work on it. The scope
+ * decides what ptsc waits for before MPI touches the buffer:
+ *   thread  only this thread's stream: threads overlap;
+ *   global  the legacy stream, i.e. every blocking stream of the device;
+ *   device  cudaDeviceSynchronize: every thread waits for every kernel;
+ *   none    nothing (unsafe: the receiver may get stale data), a lower bound.
+ * Reported: messages per second over all threads, the ratio to the thread
+ * scope, and the mean time of one sync.
+ *
+ * Without a device the buffers are pageable host memory, which needs no
+ * sync at all: the table then shows the cost of the scope machinery alone
+ * (every column should be equal).
+ *
+ *   mpiexec -n 2 bench_scope [--reps R] [--bytes B] [--work W] [--quick]
+ * Thread counts above PTSC_MAX_THREADS are skipped (set it to 8).
+ */
+#include "bench_util.h"
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXT 8
+#define NSCOPES 4
+
+static const ptsc_scope_t scopes[NSCOPES] = {PTSC_SCOPE_THREAD, PTSC_SCOPE_GLOBAL, PTSC_SCOPE_DEVICE,
+                                             PTSC_SCOPE_NONE};
+
+typedef struct {
+    int reps, work, gpu, rank;
+    size_t bytes;
+    double sec[NSCOPES][MAXT];
+    uint64_t syncs[NSCOPES][MAXT], sync_ns[NSCOPES][MAXT];
+} run_t;
+
+/* Every thread of both ranks starts a phase together: the OpenMP barrier
+ * gathers this rank's threads, the lane barrier pairs thread t with its
+ * peer, and through the peer's OpenMP barrier all of them. */
+static void align(ptsc_ctx_t *ctx)
+{
+#pragma omp barrier
+    BENCH_CHECK(ptsc_barrier(ctx));
+}
+
+static void one_round(ptsc_ctx_t *ctx, run_t *run, float *buf, void *stream, int t, int n)
+{
+    if (run->rank == 0) {
+        if (run->gpu)
+            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), run->work, stream));
+        BENCH_CHECK(ptsc_send(ctx, buf, n, MPI_FLOAT, 1, t, 0));
+    } else {
+        BENCH_CHECK(ptsc_recv(ctx, buf, n, MPI_FLOAT, 0, t, 0));
+        if (run->gpu)
+            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), run->work, stream));
+    }
+}
+
+static int run_threads(ptsc_ctx_t *ctx, void *arg)
+{
+    run_t *run = arg;
+    int t;
+    void *stream = NULL;
+    float *buf = NULL;
+    const int n = (int)(run->bytes / sizeof(float));
+    BENCH_CHECK(ptsc_ctx_index(ctx, &t));
+    BENCH_CHECK(ptsc_ctx_stream(ctx, &stream));
+    if (run->gpu) {
+        BENCH_CHECK(bench_gpu_malloc((void **)&buf, run->bytes));
+    } else if (!(buf = calloc((size_t)n, sizeof *buf))) {
+        fprintf(stderr, "bench_scope: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    for (int s = 0; s < NSCOPES; s++) {
+        ptsc_stats_t before, after;
+        BENCH_CHECK(ptsc_ctx_set_scope(ctx, scopes[s], NULL));
+        for (int r = 0; r < 3; r++) /* warm-up: staging buffers, lane connections */
+            one_round(ctx, run, buf, stream, t, n);
+        BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
+        align(ctx);
+        BENCH_CHECK(ptsc_ctx_stats(ctx, &before));
+        double t0 = bench_now();
+        for (int r = 0; r < run->reps; r++)
+            one_round(ctx, run, buf, stream, t, n);
+        /* The last round's work counts too. */
+        BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
+        run->sec[s][t] = bench_now() - t0;
+        BENCH_CHECK(ptsc_ctx_stats(ctx, &after));
+        run->syncs[s][t] = after.syncs - before.syncs;
+        run->sync_ns[s][t] = after.sync_ns - before.sync_ns;
+        align(ctx);
+    }
+    BENCH_CHECK(ptsc_ctx_set_scope(ctx, PTSC_SCOPE_AUTO, NULL));
+    if (run->gpu)
+        bench_gpu_free(buf);
+    else
+        free(buf);
+    return PTSC_OK;
+}
+
+static int arg_int(int argc, char **argv, int *i, const char *name, long *out)
+{
+    if (strcmp(argv[*i], name) != 0)
+        return 0;
+    if (*i + 1 >= argc || (*out = strtol(argv[*i + 1], NULL, 0)) <= 0) {
+        fprintf(stderr, "bench_scope: %s needs a positive number\n", name);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    (*i)++;
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    BENCH_CHECK(ptsc_init(&argc, &argv));
+    int nranks, slots;
+    static run_t run; /* large; and zeroed */
+    BENCH_CHECK(ptsc_rank(&run.rank));
+    BENCH_CHECK(ptsc_size(&nranks, &slots));
+    run.gpu = bench_gpu_available();
+    long reps = run.gpu ? 200 : 2000, bytes = 256 << 10, work = 200;
+    for (int i = 1; i < argc; i++) {
+        if (arg_int(argc, argv, &i, "--reps", &reps) || arg_int(argc, argv, &i, "--bytes", &bytes) ||
+            arg_int(argc, argv, &i, "--work", &work))
+            continue;
+        if (strcmp(argv[i], "--quick") == 0) {
+            reps = 20;
+            continue;
+        }
+        if (run.rank == 0)
+            fprintf(stderr, "usage: bench_scope [--reps R] [--bytes B] [--work W] [--quick]\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    if (nranks != 2) {
+        if (run.rank == 0)
+            fprintf(stderr, "bench_scope: run it on exactly 2 ranks (got %d)\n", nranks);
+        ptsc_finalize();
+        return 2;
+    }
+    run.reps = (int)reps;
+    run.work = (int)work;
+    run.bytes = (size_t)bytes / sizeof(float) * sizeof(float);
+
+    int cuda_aware = 0, staging = 0;
+    BENCH_CHECK(ptsc_features(NULL, &cuda_aware, &staging));
+    char sz[32];
+    if (run.rank == 0) {
+        printf("## bench_scope: sync scope before ptsc_send of a device buffer\n\n");
+        if (run.gpu)
+            printf("2 ranks, %d messages of %s per thread per scope, GPU work per message: %s x %d; "
+                   "transfer path: %s.\n\n",
+                   run.reps, bench_size_text(run.bytes, sz, sizeof sz), bench_gpu_work_kind(), run.work,
+                   cuda_aware ? "direct (CUDA-aware MPI)"
+                   : staging  ? "staged"
+                              : "direct");
+        else
+            printf("No CUDA device (or CUDA not built): host buffers, every scope is a no-op, so this "
+                   "measures the overhead of the scope logic alone. 2 ranks, %d messages of %s per "
+                   "thread.\n\n",
+                   run.reps, bench_size_text(run.bytes, sz, sizeof sz));
+        printf(
+            "| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | global / thread "
+            "| device / thread | none / thread | mean sync us (thread / global / device) |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    }
+
+    static const int tlist[] = {1, 2, 4, MAXT};
+    for (size_t k = 0; k < sizeof tlist / sizeof tlist[0]; k++) {
+        const int T = tlist[k];
+        if (T > slots) {
+            if (run.rank == 0)
+                printf("| %d | skipped: PTSC_MAX_THREADS is %d | | | | | | | |\n", T, slots);
+            continue;
+        }
+        BENCH_CHECK(ptsc_omp_run(T, run_threads, &run));
+        if (run.rank != 0)
+            continue;
+        double rate[NSCOPES], sync_us[NSCOPES];
+        for (int s = 0; s < NSCOPES; s++) {
+            double slowest = 0;
+            uint64_t syncs = 0, ns = 0;
+            for (int t = 0; t < T; t++) {
+                slowest = run.sec[s][t] > slowest ? run.sec[s][t] : slowest;
+                syncs += run.syncs[s][t];
+                ns += run.sync_ns[s][t];
+            }
+            rate[s] = slowest > 0 ? (double)T * run.reps / slowest : 0;
+            sync_us[s] = syncs ? 1e-3 * (double)ns / (double)syncs : 0;
+        }
+        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.1f / %.1f / %.1f |\n", T, rate[0],
+               rate[1], rate[2], rate[3], rate[1] / rate[0], rate[2] / rate[0], rate[3] / rate[0], sync_us[0],
+               sync_us[1], sync_us[2]);
+        fflush(stdout);
+    }
+    BENCH_CHECK(ptsc_finalize());
+    return 0;
+}

@@ -1,0 +1,253 @@
+/*
+ * bench_staging: how device buffers best reach another rank.
+ *
+ *   direct  ptsc hands the device pointer to a CUDA-aware MPI;
+ *   staged  ptsc copies through per-thread pinned buffers, pipelined in
+ *           chunks of PTSC_STAGING_CHUNK (several chunk sizes);
+ *   manual  what a program does by hand: cudaMemcpy to pinned memory, then
+ *           MPI_Send (and MPI_Recv, then cudaMemcpy back).
+ * A ping-pong between thread 0 of rank 0 and rank 1, for 4 KiB .. 64 MiB;
+ * reported in GB/s (2 x bytes per round trip) with ratios to manual.
+ *
+ * The transfer path is normally fixed at ptsc_init for the whole job. To
+ * compare them side by side in one run this benchmark links ptsc_internal
+ * and switches ptsc__g.staging and the chunk size between phases, on both
+ * ranks at the same point with nothing in flight; p2p.c reads both per
+ * call. Programs must never do this: use PTSC_STAGING / PTSC_STAGING_CHUNK.
+ *
+ * Without a device it compares ptsc_send of host buffers with plain MPI,
+ * i.e. the overhead of ptsc's layer.
+ *
+ *   mpiexec -n 2 bench_staging [--max-bytes B] [--chunks 262144,1048576,...] [--quick]
+ */
+#include "bench_util.h"
+#include "ptsc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXCHUNKS 8
+
+typedef struct {
+    int rank, gpu;
+    ptsc_ctx_t *ctx;
+    void *dev;  /* device buffer (or host buffer without a GPU) */
+    void *host; /* pinned host buffer for the manual path */
+    int quick;
+} bench_t;
+
+/* Benchmark-only: switch the job's transfer path (see the top comment). */
+static void set_path(int staging, size_t chunk)
+{
+    MPI_Barrier(MPI_COMM_WORLD);
+    ptsc__g.staging = staging;
+    ptsc__g.cfg.staging_chunk = chunk;
+    ptsc_mem_forget(); /* cached classes depend on the path */
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+static int reps_for(size_t bytes, int quick)
+{
+    size_t r = (size_t)256 << 20;
+    r /= bytes;
+    r = r < 10 ? 10 : r > 1000 ? 1000 : r;
+    return quick ? (int)(r / 10 < 3 ? 3 : r / 10) : (int)r;
+}
+
+/* Round trips through ptsc; returns seconds for `reps` of them. */
+static double pingpong_ptsc(bench_t *b, size_t bytes, int reps)
+{
+    const int n = (int)bytes, peer = 1 - b->rank;
+    double t0 = 0;
+    for (int r = -2; r < reps; r++) { /* two warm-up round trips */
+        if (r == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = bench_now();
+        }
+        if (b->rank == 0) {
+            BENCH_CHECK(ptsc_send(b->ctx, b->dev, n, MPI_BYTE, peer, 0, 0));
+            BENCH_CHECK(ptsc_recv(b->ctx, b->dev, n, MPI_BYTE, peer, 0, 0));
+        } else {
+            BENCH_CHECK(ptsc_recv(b->ctx, b->dev, n, MPI_BYTE, peer, 0, 0));
+            BENCH_CHECK(ptsc_send(b->ctx, b->dev, n, MPI_BYTE, peer, 0, 0));
+        }
+    }
+    /* A staged receive may still be copying to the device on the stream. */
+    BENCH_CHECK(ptsc_sync(b->ctx, PTSC_SCOPE_THREAD));
+    return bench_now() - t0;
+}
+
+/* The same round trips by hand: cudaMemcpy + MPI on pinned memory (or plain
+ * MPI on the host buffer without a GPU). */
+static double pingpong_manual(bench_t *b, size_t bytes, int reps)
+{
+    const int n = (int)bytes, peer = 1 - b->rank;
+    void *wire = b->gpu ? b->host : b->dev;
+    double t0 = 0;
+    for (int r = -2; r < reps; r++) {
+        if (r == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            t0 = bench_now();
+        }
+        for (int leg = 0; leg < 2; leg++) {
+            if ((leg == 0) == (b->rank == 0)) {
+                if (b->gpu)
+                    BENCH_CHECK(bench_gpu_memcpy(b->host, b->dev, bytes));
+                MPI_Send(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+            } else {
+                MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                if (b->gpu)
+                    BENCH_CHECK(bench_gpu_memcpy(b->dev, b->host, bytes));
+            }
+        }
+    }
+    return bench_now() - t0;
+}
+
+static double gbps(size_t bytes, int reps, double sec)
+{
+    return sec > 0 ? 2.0 * bytes * reps / sec / 1e9 : 0;
+}
+
+static int parse_chunks(const char *s, size_t *chunks)
+{
+    int n = 0;
+    while (s && *s && n < MAXCHUNKS) {
+        char *end;
+        unsigned long long c = strtoull(s, &end, 0);
+        if (c < 4096 || (*end != ',' && *end != '\0'))
+            return -1;
+        chunks[n++] = (size_t)c;
+        s = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    BENCH_CHECK(ptsc_init(&argc, &argv));
+    bench_t b = {0};
+    int nranks;
+    size_t max_bytes = (size_t)64 << 20;
+    size_t chunks[MAXCHUNKS] = {(size_t)256 << 10, (size_t)1 << 20, (size_t)4 << 20, (size_t)16 << 20};
+    int nchunks = 4;
+    BENCH_CHECK(ptsc_rank(&b.rank));
+    BENCH_CHECK(ptsc_size(&nranks, NULL));
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) {
+            b.quick = 1;
+            max_bytes = (size_t)4 << 20;
+        } else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) {
+            max_bytes = (size_t)strtoull(argv[++i], NULL, 0);
+        } else if (!strcmp(argv[i], "--chunks") && i + 1 < argc &&
+                   (nchunks = parse_chunks(argv[++i], chunks)) > 0) {
+            continue;
+        } else {
+            if (b.rank == 0)
+                fprintf(stderr,
+                        "usage: bench_staging [--max-bytes B] [--chunks C1,C2,...] [--quick]\n"
+                        "  (chunks of at least 4096 bytes, at most %d)\n",
+                        MAXCHUNKS);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (nranks != 2) {
+        if (b.rank == 0)
+            fprintf(stderr, "bench_staging: run it on exactly 2 ranks (got %d)\n", nranks);
+        ptsc_finalize();
+        return 2;
+    }
+    if (max_bytes < 4096 || max_bytes > ((size_t)1 << 30)) {
+        if (b.rank == 0)
+            fprintf(stderr, "bench_staging: --max-bytes must be 4096 .. 1 GiB\n");
+        ptsc_finalize();
+        return 2;
+    }
+    /* An explicitly attached thread: the auto scope is then "thread". */
+    BENCH_CHECK(ptsc_thread_attach(0, &b.ctx));
+    b.gpu = bench_gpu_available();
+    const int saved_staging = ptsc__g.staging;
+    const size_t saved_chunk = ptsc__g.cfg.staging_chunk;
+    if (b.gpu) {
+        BENCH_CHECK(bench_gpu_malloc(&b.dev, max_bytes));
+        BENCH_CHECK(bench_gpu_pinned(&b.host, max_bytes));
+    } else if (!(b.dev = calloc(1, max_bytes))) {
+        fprintf(stderr, "bench_staging: out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+
+    /* Direct needs an MPI that reads device memory; ptsc__g.cuda_aware is
+     * the effective answer (MPIX_Query_cuda_support or PTSC_CUDA_AWARE). */
+    const int direct_ok = !b.gpu || ptsc__g.cuda_aware;
+    char sz[32], cs[32];
+    if (b.rank == 0) {
+        printf("## bench_staging: device buffer ping-pong, 2 ranks, GB/s = 2 x size / round trip\n\n");
+        if (!b.gpu)
+            printf("No CUDA device (or CUDA not built): host buffers, so nothing is staged. Compared: plain "
+                   "MPI_Send/Recv and ptsc_send/recv of the same pageable buffer.\n\n");
+        else if (!direct_ok)
+            printf("direct skipped: MPI is not CUDA-aware (MPIX_Query_cuda_support() = %d); set "
+                   "PTSC_CUDA_AWARE=yes only if it really is.\n\n",
+                   ptsc__mpi_cuda_support());
+        if (b.gpu) {
+            printf("| size | manual (cudaMemcpy + MPI) | direct |");
+            for (int c = 0; c < nchunks; c++)
+                printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
+            printf(" best staged / manual | direct / manual |\n|---:|---:|---:|");
+            for (int c = 0; c < nchunks; c++)
+                printf("---:|");
+            printf("---:|---:|\n");
+        } else {
+            printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
+        }
+    }
+
+    for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+        const int reps = reps_for(bytes, b.quick);
+        double manual = gbps(bytes, reps, pingpong_manual(&b, bytes, reps));
+        double direct = 0;
+        if (direct_ok) {
+            set_path(0, saved_chunk);
+            direct = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+        }
+        if (!b.gpu) {
+            if (b.rank == 0)
+                printf("| %s | %.3f | %.3f | %.2f |\n", bench_size_text(bytes, sz, sizeof sz), manual, direct,
+                       direct / manual);
+            fflush(stdout);
+            continue;
+        }
+        double staged[MAXCHUNKS], best = 0;
+        for (int c = 0; c < nchunks; c++) {
+            set_path(1, chunks[c]);
+            staged[c] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+            best = staged[c] > best ? staged[c] : best;
+        }
+        if (b.rank == 0) {
+            printf("| %s | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual);
+            if (direct_ok)
+                printf("%.2f |", direct);
+            else
+                printf("skipped |");
+            for (int c = 0; c < nchunks; c++)
+                printf(" %.2f |", staged[c]);
+            printf(" %.2f |", best / manual);
+            if (direct_ok)
+                printf(" %.2f |\n", direct / manual);
+            else
+                printf(" - |\n");
+            fflush(stdout);
+        }
+    }
+
+    set_path(saved_staging, saved_chunk);
+    if (b.gpu) {
+        bench_gpu_free(b.dev);
+        bench_gpu_free_pinned(b.host);
+    } else {
+        free(b.dev);
+    }
+    BENCH_CHECK(ptsc_thread_detach());
+    BENCH_CHECK(ptsc_finalize());
+    return 0;
+}
