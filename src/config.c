@@ -77,6 +77,20 @@ int ptsc__config_count(void) { return NVARS; }
 
 const char *ptsc__config_name(int i) { return i >= 0 && i < NVARS ? vars[i].name : NULL; }
 
+const char *ptsc__config_default(int i) { return i >= 0 && i < NVARS ? vars[i].def : NULL; }
+
+const char *ptsc__config_doc(int i) { return i >= 0 && i < NVARS ? vars[i].doc : NULL; }
+
+static void choices_text(const var_t *v, char *buf, size_t n);
+
+const char *ptsc__config_accepts(int i, char *buf, size_t n)
+{
+    if (i < 0 || i >= NVARS || !buf || n == 0)
+        return NULL;
+    choices_text(&vars[i], buf, n);
+    return buf;
+}
+
 static const char *var_value(const var_t *v)
 {
     const char *s = getenv(v->name);

@@ -30,11 +30,11 @@ static int ptsc__gpu_is_capture_error(cudaError_t e)
 /* Errors that mean "no usable GPU here": host-only mode, not a failure. */
 static int ptsc__gpu_is_absent_error(cudaError_t e)
 {
-    return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-           e == cudaErrorStubLibrary || e == cudaErrorDevicesUnavailable ||
-           e == cudaErrorSystemDriverMismatch || e == cudaErrorCompatNotSupportedOnDevice ||
-           e == cudaErrorInitializationError || e == cudaErrorNotPermitted ||
-           e == cudaErrorSystemNotReady || e == cudaErrorCallRequiresNewerDriver;
+    return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorStubLibrary ||
+           e == cudaErrorDevicesUnavailable || e == cudaErrorSystemDriverMismatch ||
+           e == cudaErrorCompatNotSupportedOnDevice || e == cudaErrorInitializationError ||
+           e == cudaErrorNotPermitted || e == cudaErrorSystemNotReady ||
+           e == cudaErrorCallRequiresNewerDriver;
 }
 
 /* Record a CUDA failure of `what` and return the matching ptsc status. */
@@ -47,11 +47,11 @@ static int ptsc__gpu_fail(cudaError_t e, const char *what)
     return ptsc__err(PTSC_ERR_CUDA, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-#define PTSC__CUDA_TRY(call, what)                                                                 \
-    do {                                                                                           \
-        cudaError_t ptsc__e = (call);                                                              \
-        if (ptsc__e != cudaSuccess)                                                                \
-            return ptsc__gpu_fail(ptsc__e, (what));                                                \
+#define PTSC__CUDA_TRY(call, what)                  \
+    do {                                            \
+        cudaError_t ptsc__e = (call);               \
+        if (ptsc__e != cudaSuccess)                 \
+            return ptsc__gpu_fail(ptsc__e, (what)); \
     } while (0)
 
 int ptsc__gpu_init(int *ndevices)
@@ -64,10 +64,9 @@ int ptsc__gpu_init(int *ndevices)
             return ptsc__gpu_fail(e, "cudaGetDeviceCount");
         /* A node without a driver or device runs host-only: every buffer
          * is then pageable host memory, since none other can exist. */
-        ptsc__log(e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? PTSC__LOG_INFO
-                                                                              : PTSC__LOG_WARN,
-                  "no usable CUDA device (%s: %s); running host-only", cudaGetErrorName(e),
-                  cudaGetErrorString(e));
+        ptsc__log(
+            e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ? PTSC__LOG_INFO : PTSC__LOG_WARN,
+            "no usable CUDA device (%s: %s); running host-only", cudaGetErrorName(e), cudaGetErrorString(e));
         n = 0;
     }
     *ndevices = n;

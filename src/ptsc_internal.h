@@ -81,9 +81,13 @@ void ptsc__config_warn_unknown(void);
 void ptsc__config_print(const ptsc__config_t *cfg, FILE *out);
 /* docs/ENV.md, generated from the table. */
 void ptsc__config_markdown(FILE *out);
-/* Number of rows of the table and the name of row i (for tests). */
+/* Rows of the table: count, and row i's name, default, accepted values
+ * (written to buf) and doc line; NULL for i out of range. */
 int ptsc__config_count(void);
 const char *ptsc__config_name(int i);
+const char *ptsc__config_default(int i);
+const char *ptsc__config_accepts(int i, char *buf, size_t n);
+const char *ptsc__config_doc(int i);
 /* Log level in effect (read before init too, for early messages). */
 extern int ptsc__log_level;
 

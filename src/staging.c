@@ -15,10 +15,12 @@
  * which is why buffers are kept).
  *
  * Idle cap: at most PTSC__STAGE_IDLE_MAX bytes (256 MiB) stay idle per
- * context; beyond it the largest idle buffers are freed, except that the
- * last idle buffer is always kept, so that a program whose messages (or
- * pipeline chunks) exceed the cap does not pay an allocation per message.
- * Pending buffers are in use and do not count.
+ * context; beyond it the largest idle buffers are freed, except the one
+ * just released, so that a program whose messages (or pipeline chunks)
+ * exceed the cap keeps one buffer and does not pay an allocation (and a
+ * page-locking of the whole size) per message. The cap is checked on
+ * release and after pending buffers return to the idle list. Pending
+ * buffers are in use and do not count.
  */
 #include "ptsc_internal.h"
 
@@ -66,20 +68,18 @@ static int ptsc__stage_reap(ptsc_ctx_t *ctx)
     return PTSC_OK;
 }
 
-/* Free the largest idle buffers while idle bytes exceed the cap, keeping one. */
-static void ptsc__stage_trim(ptsc_ctx_t *ctx)
+/* Free the largest idle buffers, other than `keep`, while idle bytes exceed the cap. */
+static void ptsc__stage_trim(ptsc_ctx_t *ctx, const ptsc__stagebuf_t *keep)
 {
     for (;;) {
         size_t idle = 0;
-        int n = 0;
         ptsc__stagebuf_t **big = NULL, **pp;
         for (pp = &ctx->stage_free; *pp != NULL; pp = &(*pp)->next) {
             idle += (*pp)->size;
-            n++;
-            if (big == NULL || (*pp)->size > (*big)->size)
+            if (*pp != keep && (big == NULL || (*pp)->size > (*big)->size))
                 big = pp;
         }
-        if (idle <= PTSC__STAGE_IDLE_MAX || n <= 1)
+        if (idle <= PTSC__STAGE_IDLE_MAX || big == NULL)
             return;
         {
             ptsc__stagebuf_t *sb = *big;
@@ -107,10 +107,13 @@ int ptsc__stage_acquire(ptsc_ctx_t *ctx, size_t bytes, ptsc__stagebuf_t **out)
         sb = *best;
         *best = sb->next;
         sb->next = NULL;
+        /* Reaping may have pushed the idle pool over the cap. */
+        ptsc__stage_trim(ctx, NULL);
         *out = sb;
         return PTSC_OK;
     }
 
+    ptsc__stage_trim(ctx, NULL); /* none fits: free excess before allocating */
     size = ptsc__stage_round(bytes);
     if (size == 0)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "staging buffer of %zu bytes: size overflows", bytes);
@@ -157,7 +160,7 @@ int ptsc__stage_release(ptsc_ctx_t *ctx, ptsc__stagebuf_t *sb, int after_stream)
     }
     sb->next = ctx->stage_free;
     ctx->stage_free = sb;
-    ptsc__stage_trim(ctx);
+    ptsc__stage_trim(ctx, sb);
     return PTSC_OK;
 }
 

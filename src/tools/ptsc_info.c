@@ -12,7 +12,7 @@
  * It runs as a singleton MPI process (no mpiexec needed). A bad PTSC_*
  * value makes it print the detail and exit 1, as ptsc_init would fail.
  */
-#define _POSIX_C_SOURCE 200809L /* open_memstream */
+#define _POSIX_C_SOURCE 200809L
 
 #include "ptsc_internal.h"
 
@@ -96,66 +96,16 @@ static void print_wrapped(const char *text, int indent, int width)
     }
 }
 
-/*
- * The variable reference. The documentation lines live only in the table of
- * config.c, which exposes them through ptsc__config_markdown; parsing that
- * output keeps one source of truth. Rows look like
- *   | `NAME` | `default` | accepts | description |
- */
+/* The variable reference, from the table of config.c. */
 static int print_variable_reference(void)
 {
-    char *md = NULL;
-    size_t mdlen = 0;
-    FILE *mem = open_memstream(&md, &mdlen);
-    if (!mem) {
-        perror("ptsc-info: open_memstream");
-        return 1;
-    }
-    ptsc__config_markdown(mem);
-    fclose(mem);
-
     printf("Variables:\n");
-    int rows = 0;
-    for (char *line = strtok(md, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "| `PTSC_", 8) != 0)
-            continue;
-        char *col[4];
-        char *p = line + 2;
-        int ncol = 0;
-        for (; ncol < 3; ncol++) {
-            char *sep = strstr(p, " | ");
-            if (!sep)
-                break;
-            *sep = '\0';
-            col[ncol] = p;
-            p = sep + 3;
-        }
-        if (ncol < 3)
-            continue;
-        size_t plen = strlen(p);
-        if (plen >= 2 && strcmp(p + plen - 2, " |") == 0)
-            p[plen - 2] = '\0';
-        col[3] = p;
-        /* Drop the markdown backticks around the name and the default. */
-        for (int c = 0; c < 2; c++) {
-            size_t l = strlen(col[c]);
-            if (l >= 2 && col[c][0] == '`' && col[c][l - 1] == '`') {
-                col[c][l - 1] = '\0';
-                col[c]++;
-            }
-        }
-        printf("  %s (default: %s)\n", col[0], col[1]);
-        print_wrapped(col[3], 6, 80);
-        char accepts[512];
-        snprintf(accepts, sizeof accepts, "Accepts %s.", col[2]);
-        print_wrapped(accepts, 6, 80);
-        rows++;
-    }
-    free(md);
-    if (rows != ptsc__config_count()) {
-        fprintf(stderr, "ptsc-info: found %d documented variables, the table has %d\n", rows,
-                ptsc__config_count());
-        return 1;
+    for (int i = 0; i < ptsc__config_count(); i++) {
+        char accepts[256], line[320];
+        printf("  %s (default: %s)\n", ptsc__config_name(i), ptsc__config_default(i));
+        print_wrapped(ptsc__config_doc(i), 6, 80);
+        snprintf(line, sizeof line, "Accepts %s.", ptsc__config_accepts(i, accepts, sizeof accepts));
+        print_wrapped(line, 6, 80);
     }
     return 0;
 }
