@@ -22,20 +22,23 @@ int ptsc__sync_resolve(const ptsc_ctx_t *ctx, int scope)
     return scope;
 }
 
-int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope)
+/* PTSC_ERR_CAPTURING when acting at `scope` would touch a stream under capture. */
+static int check_capture(ptsc_ctx_t *ctx, int scope)
 {
-    scope = ptsc__sync_resolve(ctx, scope);
-    if (scope == PTSC_SCOPE_NONE || ptsc__g.ndevices == 0)
-        return PTSC_OK;
     int capturing = 0, rc = ptsc__gpu_capturing(ctx->stream, scope, &capturing);
-    if (rc != PTSC_OK)
+    if (rc != PTSC_OK || !capturing)
         return rc;
-    if (capturing)
-        return ptsc__err(PTSC_ERR_CAPTURING,
-                         "a %s-scope sync would synchronise a stream under graph capture; the capture is left "
-                         "intact: end it first or use scope none inside captured code",
-                         scope_names[scope]);
+    return ptsc__err(PTSC_ERR_CAPTURING,
+                     "a %s-scope sync or staging copy would touch a stream under graph capture; the capture is "
+                     "left intact: end it first, or communicate outside the captured region",
+                     scope_names[scope]);
+}
+
+/* Perform a resolved, non-none scope's sync (capture already checked), counting it. */
+static int perform(ptsc_ctx_t *ctx, int scope)
+{
     uint64_t t0 = ptsc__now_ns();
+    int rc;
     switch (scope) {
     case PTSC_SCOPE_THREAD:
         rc = ptsc__gpu_stream_sync(ctx->stream);
@@ -51,19 +54,32 @@ int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope)
     return rc;
 }
 
+int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope)
+{
+    scope = ptsc__sync_resolve(ctx, scope);
+    if (scope == PTSC_SCOPE_NONE || ptsc__g.ndevices == 0)
+        return PTSC_OK;
+    int rc = check_capture(ctx, scope);
+    return rc != PTSC_OK ? rc : perform(ctx, scope);
+}
+
 int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const char *call)
 {
-    if (!ptsc__mem_needs_sync(cls)) {
+    if (!ptsc__mem_needs_sync(cls) || ptsc__g.ndevices == 0) {
         ctx->stats.skipped_syncs++;
         return PTSC_OK;
     }
     int scope = ptsc__sync_resolve(ctx, PTSC_SCOPE_DEFAULT);
     /* A staged buffer is copied on the thread's own stream, behind the work
-     * the thread queued: the thread scope is already satisfied. */
-    if (staged && scope == PTSC_SCOPE_THREAD)
-        return PTSC_OK;
-    int rc = ptsc__sync_scope(ctx, scope);
-    if (rc != PTSC_OK || staged || ptsc__g.cfg.sync_check == PTSC__CHECK_OFF || !ctx->stream)
+     * the thread queued: the thread scope needs no sync. Whatever the scope,
+     * the bound stream is checked for capture (one query): staging copies
+     * on a capturing stream, or a CUDA-aware MPI's own CUDA calls under a
+     * global-mode capture, would break it. */
+    int sync = scope != PTSC_SCOPE_NONE && !(staged && scope == PTSC_SCOPE_THREAD);
+    int rc = check_capture(ctx, sync ? scope : PTSC_SCOPE_THREAD);
+    if (rc == PTSC_OK && sync)
+        rc = perform(ctx, scope);
+    if (rc != PTSC_OK || staged || ptsc__g.cfg.sync_check == PTSC__CHECK_OFF)
         return rc;
     int busy = 0;
     if ((rc = ptsc__gpu_stream_busy(ctx->stream, &busy)) != PTSC_OK || !busy)
