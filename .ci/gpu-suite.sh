@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# The GPU suite, run on the GPU machine from the repository root:
+#
+#   bash .ci/gpu-suite.sh
+#
+#  1. build-gpu-sys:  the system (Ubuntu) Open MPI, not CUDA-aware, so device
+#                     buffers take the staging path. Build + the whole ctest.
+#  2. build-gpu-cuda: the CUDA-aware Open MPI of .gpu/ (use_cuda_aware_mpi,
+#                     -DMPI_HOME=$CUDA_AWARE_MPI): the direct path. Build + ctest.
+#  3. compute-sanitizer memcheck, racecheck and synccheck on GPU test binaries
+#     of the staging build.
+#  4. The jacobi example on the device, in both builds (if built).
+#
+# Logs go to $OUT (default ./gpu-out); the summary table is printed last and
+# saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
+# every step passed, 1 otherwise (every step runs regardless).
+set -u -o pipefail
+
+ROOT=$(pwd)
+OUT=${OUT:-$ROOT/gpu-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 8)}
+T0=$(date +%s)
+
+if [ ! -f .gpu/prelude.sh ]; then
+  echo "gpu-suite: .gpu/prelude.sh missing: run ../shared/gpu/stage.sh on the host first" >&2
+  exit 2
+fi
+# shellcheck disable=SC1091
+source .gpu/prelude.sh
+
+ROWS=()
+FAILED=0
+
+# row STEP STATUS DETAIL SECONDS
+row() { ROWS+=("| $1 | $2 | $3 | $4 |"); [ "$2" = "PASS" ] || [ "$2" = "SKIP" ] || FAILED=1; }
+
+# run_step NAME TIMEOUT_S CMD...: runs CMD with its output in $OUT/NAME.log.
+# Sets STEP_RC and STEP_SECS.
+run_step() {
+  local name=$1 limit=$2
+  shift 2
+  local t=$(date +%s)
+  echo "== $name: $*" | tee "$OUT/$name.log"
+  timeout --kill-after=10 "$limit" "$@" >>"$OUT/$name.log" 2>&1
+  STEP_RC=$?
+  STEP_SECS=$(($(date +%s) - t))
+  echo "   -> rc $STEP_RC in ${STEP_SECS}s"
+}
+
+# ctest_counts LOG: "P passed, F failed, S skipped of N"
+ctest_counts() {
+  local log=$1 total failed skipped
+  total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
+  failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+  skipped=$(grep -c '\*\*\*Skipped' "$log")
+  total=${total:-0}
+  failed=${failed:-?}
+  if [ "$failed" = "?" ]; then
+    echo "no ctest summary"
+  else
+    echo "$((total - failed - skipped)) passed, $failed failed, $skipped skipped of $total"
+  fi
+}
+
+# build_and_test TAG BUILD_DIR [CMAKE_ARGS...]
+build_and_test() {
+  local tag=$1 dir=$2
+  shift 2
+  run_step "$tag-configure" 180 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTSC_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 "$@"
+  if [ "$STEP_RC" -ne 0 ]; then
+    row "$tag configure" FAIL "see $tag-configure.log" "$STEP_SECS"
+    return
+  fi
+  grep -E "ptsc: CUDA layer|MPI" "$OUT/$tag-configure.log" | head -3 >>"$OUT/$tag-info.txt"
+  run_step "$tag-build" 300 cmake --build "$dir" -j "$JOBS"
+  if [ "$STEP_RC" -ne 0 ]; then
+    row "$tag build" FAIL "see $tag-build.log" "$STEP_SECS"
+    return
+  fi
+  row "$tag build" PASS "$(grep -c 'warning:' "$OUT/$tag-build.log") warnings" "$STEP_SECS"
+  [ -x "$dir/src/ptsc-info" ] && "$dir/src/ptsc-info" >"$OUT/$tag-ptsc-info.txt" 2>&1
+  # The whole suite: unit, mpi, doc, format, examples and gpu (labels).
+  run_step "$tag-ctest" 330 ctest --test-dir "$dir" -j 4 --output-on-failure --timeout 300 \
+    --output-junit "$OUT/$tag-ctest.xml"
+  local st=PASS
+  [ "$STEP_RC" -eq 0 ] || st=FAIL
+  row "$tag ctest (all)" "$st" "$(ctest_counts "$OUT/$tag-ctest.log")" "$STEP_SECS"
+  # The per-case tables the GPU tests print, gathered for docs/gpu-results.md.
+  grep -E '^\|' "$dir/Testing/Temporary/LastTest.log" >"$OUT/$tag-tables.md" 2>/dev/null || true
+  local gl
+  gl=$(grep -E '^ *[0-9]+/[0-9]+ +Test +#[0-9]+: (gpu_|example_jacobi_device)' "$OUT/$tag-ctest.log" |
+    sed -E 's/.*Test +#[0-9]+: ([^ ]+) [ .]*[*]*([A-Za-z]+).*/\1 \2/' | tr '\n' ';' | sed 's/;/; /g')
+  local gst=PASS
+  echo "$gl" | grep -q 'Passed' || gst=SKIP
+  echo "$gl" | grep -qE 'Failed|Timeout|Exception|Not' && gst=FAIL
+  row "$tag gpu tests" "$gst" "${gl:-none ran}" "-"
+}
+
+# 1. System MPI: the staging path.
+build_and_test sys build-gpu-sys
+
+# 3. compute-sanitizer on the staging build (single process where possible;
+#    the two-rank memory test runs each rank under the tool).
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+BIN=build-gpu-sys/tests/gpu
+if [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
+  for tool in memcheck racecheck synccheck; do
+    run_step "sanitizer-$tool-stagepool" 150 mpiexec -n 1 "$SAN" --tool "$tool" --error-exitcode 99 \
+      "$BIN/test_gpu_stagepool"
+    st=PASS
+    [ "$STEP_RC" -eq 0 ] || st=FAIL
+    [ "$STEP_RC" -eq 77 ] && st=SKIP
+    errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitizer-$tool-stagepool.log" | tail -1)
+    row "compute-sanitizer $tool: test_gpu_stagepool" "$st" "${errs:-no summary} (rc $STEP_RC)" "$STEP_SECS"
+  done
+  run_step sanitizer-memcheck-memory 200 mpiexec -n 2 --oversubscribe "$SAN" --tool memcheck \
+    --error-exitcode 99 "$BIN/test_gpu_memory"
+  st=PASS
+  [ "$STEP_RC" -eq 0 ] || st=FAIL
+  [ "$STEP_RC" -eq 77 ] && st=SKIP
+  errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitizer-memcheck-memory.log" | sort | uniq -c | tr '\n' ' ')
+  row "compute-sanitizer memcheck: test_gpu_memory (2 ranks, staged)" "$st" "${errs:-no summary} (rc $STEP_RC)" \
+    "$STEP_SECS"
+elif [ ! -x "$SAN" ]; then
+  row "compute-sanitizer" SKIP "compute-sanitizer not installed" "-"
+else
+  row "compute-sanitizer" FAIL "GPU test binaries missing in $BIN (build failed?)" "-"
+fi
+
+# 4a. The example on the device, staging path.
+run_jacobi() {
+  local tag=$1 dir=$2
+  if [ -x "$dir/examples/jacobi" ]; then
+    run_step "$tag-jacobi" 120 env PTSC_MAX_THREADS=4 OMP_NUM_THREADS=4 PTSC_STATS=1 \
+      mpiexec -n 2 --oversubscribe "$dir/examples/jacobi" --device
+    local st=PASS
+    [ "$STEP_RC" -eq 0 ] || st=FAIL
+    [ "$STEP_RC" -eq 77 ] && st=SKIP
+    row "$tag jacobi --device (2 ranks x 4 threads)" "$st" "rc $STEP_RC; $(grep -Eo 'PASS|FAIL' "$OUT/$tag-jacobi.log" |
+      sort | uniq -c | tr '\n' ' ')" "$STEP_SECS"
+  else
+    row "$tag jacobi" SKIP "not built" "-"
+  fi
+}
+run_jacobi sys build-gpu-sys
+
+# 2. CUDA-aware MPI: the direct path, in its own tree.
+use_cuda_aware_mpi
+build_and_test cuda build-gpu-cuda -DMPI_HOME="$CUDA_AWARE_MPI" -DMPIEXEC_EXECUTABLE="$CUDA_AWARE_MPI/bin/mpiexec"
+run_jacobi cuda build-gpu-cuda
+
+# Summary, last.
+{
+  echo
+  echo "## GPU suite summary ($(date -u +%Y-%m-%dT%H:%MZ), $(($(date +%s) - T0)) s total)"
+  echo
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/GPU: /'
+  echo
+  echo "| step | result | detail | seconds |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+  echo
+  echo "Logs: $OUT"
+} | tee "$OUT/summary.md"
+exit $FAILED

@@ -1,0 +1,94 @@
+/*
+ * The race check (PTSC_SYNC_CHECK=warn|error) with scope none: a device
+ * buffer handed to MPI while the bound stream still runs the kernel that
+ * writes it must be reported. One rank, sending to itself. Run twice by
+ * ctest: `test_gpu_racecheck warn` and `... error`, with PTSC_SYNC_CHECK
+ * and PTSC_SYNC_SCOPE=none set in the environment.
+ *
+ *   error: ptsc_isend returns PTSC_ERR_RACE, sends nothing, counts the race.
+ *   warn:  ptsc_isend succeeds (a warning is logged) and counts the race.
+ *   both:  once the stream is idle, no race is reported.
+ *
+ * On the staging path there is no race to report: the staging copy is
+ * queued on the busy stream itself, behind the kernel, so the data is
+ * ordered; the test then expects no report and correct data.
+ */
+#include "gpu_test.h"
+
+#define N 256
+
+int main(int argc, char **argv)
+{
+    int rc = gt_require_gpu("test_gpu_racecheck");
+    if (rc)
+        return rc;
+    int want_error = argc > 1 && strcmp(argv[1], "error") == 0;
+    setenv("PTSC_SYNC_CHECK", want_error ? "error" : "warn", 1);
+    setenv("PTSC_SYNC_SCOPE", "none", 1);
+    setenv("PTSC_MAX_THREADS", "1", 1);
+    if (ptsc_init(&argc, &argv) != PTSC_OK) {
+        fprintf(stderr, "ptsc_init: %s\n", ptsc_last_error());
+        return 1;
+    }
+    GT_OK(ptsc_rank(&gt_rank));
+    int staging = 0;
+    const char *path = gt_path(&staging);
+    ptsc_ctx_t *ctx = NULL;
+    GT_OK(ptsc_thread_attach(0, &ctx));
+    if (ctx == NULL) {
+        ptsc_finalize();
+        return 1;
+    }
+    cudaStream_t s = gt_stream(ctx);
+    int *d = NULL, h[N];
+    GT_CUDA(cudaMalloc((void **)&d, N * sizeof(int)));
+    ptsc_stats_t st;
+
+    /* Busy stream: a 300 ms kernel writes the buffer. */
+    GT_CUDA(ptsc_tk_spin_fill(d, N, 42, 300000, s));
+    ptsc_request_t req = PTSC_REQUEST_NULL;
+    int r = ptsc_isend(ctx, d, N, MPI_INT, 0, 0, 1, &req);
+    GT_OK(ptsc_ctx_stats(ctx, &st));
+    if (staging) {
+        GT_RC(r, PTSC_OK);
+        GT_CHECK(st.races == 0, "staged send reported %llu races", (unsigned long long)st.races);
+    } else if (want_error) {
+        GT_RC(r, PTSC_ERR_RACE);
+        GT_CHECK(req == PTSC_REQUEST_NULL, "a refused send returned a request");
+        GT_CHECK(st.races == 1, "races counter %llu, expected 1", (unsigned long long)st.races);
+        printf("error mode detail: \"%s\"\n", ptsc_last_error());
+    } else {
+        GT_RC(r, PTSC_OK);
+        GT_CHECK(st.races == 1, "races counter %llu, expected 1", (unsigned long long)st.races);
+    }
+    if (r == PTSC_OK) {
+        GT_OK(ptsc_recv(ctx, h, N, MPI_INT, 0, 0, 1));
+        GT_OK(ptsc_wait(&req));
+        if (staging)
+            GT_CHECK(gt_count_bad_host(h, N, 42) == 0, "staged send of a busy buffer delivered stale data");
+    }
+    GT_CUDA(cudaStreamSynchronize(s));
+
+    /* Idle stream: no report, correct data. */
+    r = ptsc_isend(ctx, d, N, MPI_INT, 0, 0, 2, &req);
+    GT_RC(r, PTSC_OK);
+    if (r == PTSC_OK) {
+        GT_OK(ptsc_recv(ctx, h, N, MPI_INT, 0, 0, 2));
+        GT_OK(ptsc_wait(&req));
+        GT_CHECK(gt_count_bad_host(h, N, 42) == 0, "data sent from an idle stream is wrong");
+    }
+    ptsc_stats_t st2;
+    GT_OK(ptsc_ctx_stats(ctx, &st2));
+    GT_CHECK(st2.races == st.races, "a send from an idle stream was reported as a race");
+    printf("race check %s, %s path: busy send -> %s, races counted %llu\n", want_error ? "error" : "warn",
+           path,
+           staging      ? "ordered (no race)"
+           : want_error ? "PTSC_ERR_RACE"
+                        : "warning",
+           (unsigned long long)st2.races);
+
+    GT_CUDA(cudaFree(d));
+    GT_OK(ptsc_thread_detach());
+    GT_OK(ptsc_finalize());
+    return gt_finish(want_error ? "test_gpu_racecheck(error)" : "test_gpu_racecheck(warn)");
+}
