@@ -135,7 +135,8 @@ PTSC_API const char *ptsc_last_error(void);
 /** @param[out] rank this process's rank in the world communicator. */
 PTSC_API int ptsc_rank(int *rank);
 
-/** @param[out] nranks ranks; @param[out] nthreads thread slots per rank (PTSC_MAX_THREADS). Either may be NULL. */
+/** @param[out] nranks ranks; @param[out] nthreads thread slots per rank (PTSC_MAX_THREADS). Either may be
+ * NULL. */
 PTSC_API int ptsc_size(int *nranks, int *nthreads);
 
 /** @param[out] tag_max largest tag accepted by the point-to-point calls. */
@@ -201,9 +202,11 @@ PTSC_API int ptsc_thread_detach(void);
 PTSC_API int ptsc_ctx_index(const ptsc_ctx_t *ctx, int *index);
 /** @param[out] device the context's CUDA device, or -1 without a GPU. */
 PTSC_API int ptsc_ctx_device(const ptsc_ctx_t *ctx, int *device);
-/** @param[out] stream the bound stream (a cudaStream_t), or NULL without a GPU. Put the thread's kernels on it. */
+/** @param[out] stream the bound stream (a cudaStream_t), or NULL without a GPU. Put the thread's kernels on
+ * it. */
 PTSC_API int ptsc_ctx_stream(const ptsc_ctx_t *ctx, void **stream);
-/** @param[out] comm the thread's lane: a communicator over this thread index on every rank (for collectives; ptsc keeps ownership). */
+/** @param[out] comm the thread's lane: a communicator over this thread index on every rank (for collectives;
+ * ptsc keeps ownership). */
 PTSC_API int ptsc_ctx_comm(const ptsc_ctx_t *ctx, MPI_Comm *comm);
 /** @param[out] scope the context's scope (as set, so possibly PTSC_SCOPE_AUTO). */
 PTSC_API int ptsc_ctx_scope(const ptsc_ctx_t *ctx, ptsc_scope_t *scope);
@@ -245,8 +248,8 @@ PTSC_API int ptsc_mem_forget(void);
  *         datatype); PTSC_ERR_RANK; PTSC_ERR_THREAD; PTSC_ERR_TAG;
  *         PTSC_ERR_CAPTURING; PTSC_ERR_RACE; PTSC_ERR_MPI; PTSC_ERR_CUDA.
  */
-PTSC_API int ptsc_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
-                       int thread, int tag);
+PTSC_API int ptsc_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
+                       int tag);
 
 /**
  * Receive from thread `thread` of rank `rank`. A staged device receive is
@@ -258,17 +261,17 @@ PTSC_API int ptsc_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type,
                        int tag);
 
 /** Non-blocking ptsc_send; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
-PTSC_API int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
-                        int thread, int tag, ptsc_request_t *req);
+PTSC_API int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
+                        int tag, ptsc_request_t *req);
 
 /** Non-blocking ptsc_recv; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
 PTSC_API int ptsc_irecv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
                         int tag, ptsc_request_t *req);
 
 /** Send and receive at once (no deadlock on a ring); buffers must not overlap. */
-PTSC_API int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
-                           int dest_rank, int dest_thread, int stag, void *rbuf, int rcount,
-                           MPI_Datatype rtype, int src_rank, int src_thread, int rtag);
+PTSC_API int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, int dest_rank,
+                           int dest_thread, int stag, void *rbuf, int rcount, MPI_Datatype rtype,
+                           int src_rank, int src_thread, int rtag);
 
 /**
  * Complete a request and set *req to PTSC_REQUEST_NULL (a NULL request is
@@ -291,12 +294,12 @@ PTSC_API int ptsc_barrier(ptsc_ctx_t *ctx);
 PTSC_API int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int root);
 PTSC_API int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
                          MPI_Op op, int root);
-PTSC_API int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
-                            MPI_Datatype type, MPI_Op op);
-PTSC_API int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
-                            void *rbuf, int rcount, MPI_Datatype rtype);
-PTSC_API int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype,
-                           void *rbuf, int rcount, MPI_Datatype rtype);
+PTSC_API int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                            MPI_Op op);
+PTSC_API int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                            int rcount, MPI_Datatype rtype);
+PTSC_API int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                           int rcount, MPI_Datatype rtype);
 
 /* ------------------------------------------------------------------------ */
 /* OpenMP helpers                                                            */

@@ -32,8 +32,8 @@ static int shared_mode(void) { return ptsc__g.cfg.comm == PTSC__COMM_SHARED; }
 /* Sync (per scope) and, when needed, stage one buffer. `copy_in` copies the
  * caller's data into the staged copy; `host_only` stages device memory even
  * on a CUDA-aware MPI (host-side reductions). */
-static int cbuf_in(ptsc_ctx_t *ctx, const void *buf, size_t bytes, MPI_Datatype type, int copy_in, int host_only,
-                   cbuf_t *c, const char *call)
+static int cbuf_in(ptsc_ctx_t *ctx, const void *buf, size_t bytes, MPI_Datatype type, int copy_in,
+                   int host_only, cbuf_t *c, const char *call)
 {
     c->user = buf;
     c->wire = (void *)buf;
@@ -86,13 +86,7 @@ static int cbuf_out(ptsc_ctx_t *ctx, cbuf_t *c, int copy_out, int rc)
     return rc != PTSC_OK ? rc : rrc;
 }
 
-static int begin(ptsc_ctx_t **ctx, const char *call)
-{
-    int rc = ptsc__ctx_resolve(ctx, call);
-    if (rc == PTSC_OK)
-        (*ctx)->stats.collectives++;
-    return rc;
-}
+static int begin(ptsc_ctx_t **ctx, const char *call) { return ptsc__ctx_resolve(ctx, call); }
 
 static int check_root(int root, const char *call)
 {
@@ -106,7 +100,10 @@ static int check_op(MPI_Op op, const char *call)
     return op == MPI_OP_NULL ? ptsc__err(PTSC_ERR_ARG, "%s: op is MPI_OP_NULL", call) : PTSC_OK;
 }
 
-static int mpi_rc(int mrc, const char *call) { return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, call); }
+static int mpi_rc(int mrc, const char *call)
+{
+    return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, call);
+}
 
 /* ------------------------------------------------------------------------ */
 /* PTSC_COMM=shared: collectives from point-to-point messages               */
@@ -133,8 +130,8 @@ static int p_barrier(int me)
         ptsc__addr_t to, from;
         ptsc__lanes_coll_addr(me, (r + k) % n, 0, &to);
         ptsc__lanes_coll_addr(me, (r - k + n) % n, 0, &from);
-        int mrc = MPI_Sendrecv(NULL, 0, MPI_BYTE, to.rank, to.tag, NULL, 0, MPI_BYTE, from.rank, from.tag, to.comm,
-                               MPI_STATUS_IGNORE);
+        int mrc = MPI_Sendrecv(NULL, 0, MPI_BYTE, to.rank, to.tag, NULL, 0, MPI_BYTE, from.rank, from.tag,
+                               to.comm, MPI_STATUS_IGNORE);
         if (mrc != MPI_SUCCESS)
             return mrc;
     }
@@ -199,7 +196,8 @@ static int p_exchange(int me, const void *sbuf, int scount, MPI_Datatype st, voi
     for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
         ptsc__addr_t a;
         ptsc__lanes_coll_addr(me, i, 0, &a);
-        mrc = MPI_Irecv((char *)rbuf + (size_t)i * rcount * rext, rcount, rt, a.rank, a.tag, a.comm, &reqs[nreq++]);
+        mrc = MPI_Irecv((char *)rbuf + (size_t)i * rcount * rext, rcount, rt, a.rank, a.tag, a.comm,
+                        &reqs[nreq++]);
     }
     for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
         ptsc__addr_t a;
@@ -222,6 +220,7 @@ int ptsc_barrier(ptsc_ctx_t *ctx)
     if (rc != PTSC_OK)
         return rc;
     int me = ctx->index;
+    ctx->stats.collectives++;
     return mpi_rc(shared_mode() ? p_barrier(me) : MPI_Barrier(ptsc__lanes_coll_comm(me)), "ptsc_barrier");
 }
 
@@ -237,6 +236,7 @@ int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int roo
     if (rc != PTSC_OK)
         return rc;
     int is_root = ptsc__g.rank == root, me = ctx->index;
+    ctx->stats.collectives++;
     cbuf_t b;
     rc = cbuf_in(ctx, buf, bytes, type, is_root, 0, &b, call);
     if (rc == PTSC_OK)
@@ -249,8 +249,8 @@ int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int roo
 }
 
 /* Reduce and allreduce share everything but who receives the result. */
-static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
-                         int root, const char *call)
+static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                         MPI_Op op, int root, const char *call)
 {
     size_t bytes = 0;
     int rc = begin(&ctx, call), all = root < 0;
@@ -268,6 +268,7 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
     if (rc != PTSC_OK)
         return rc;
     int me = ctx->index, host_only = shared_mode();
+    ctx->stats.collectives++;
     cbuf_t s = {0}, r = {0};
     rc = cbuf_in(ctx, sbuf, bytes, type, 1, host_only, &s, call);
     if (rc == PTSC_OK && gets)
@@ -292,7 +293,8 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
     return cbuf_out(ctx, &r, gets, rc);
 }
 
-int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root)
+int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
+                int root)
 {
     if (root < 0) /* negative roots mean "all" inside reduce_common */
         return ptsc__err(PTSC_ERR_RANK, "ptsc_reduce: root %d is negative", root);
@@ -305,8 +307,8 @@ int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI
 }
 
 /* Allgather and alltoall: `per_peer` is 1 when sbuf holds one block per rank. */
-static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
-                         MPI_Datatype rtype, int per_peer, const char *call)
+static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                         int rcount, MPI_Datatype rtype, int per_peer, const char *call)
 {
     size_t sbytes = 0, rbytes = 0;
     int n = ptsc__g.nranks, in_place = sbuf == MPI_IN_PLACE;
@@ -323,6 +325,7 @@ static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Data
         sbytes *= (size_t)n;
     rbytes *= (size_t)n;
     int me = ctx->index;
+    ctx->stats.collectives++;
     cbuf_t s = {0}, r = {0};
     rc = cbuf_in(ctx, sbuf, sbytes, stype, 1, 0, &s, call);
     if (rc == PTSC_OK)

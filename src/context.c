@@ -110,8 +110,9 @@ static int pick_device(int index, int *device)
     case PTSC__MAP_LIST:
         d = c->devlist[(ptsc__g.local_rank * ptsc__g.nthreads + index) % c->ndevlist];
         if (d >= n)
-            return ptsc__err(PTSC_ERR_CONFIG, "ptsc attach: PTSC_DEVICE_MAP names device %d but %d %s visible", d,
-                             n, n == 1 ? "is" : "are");
+            return ptsc__err(PTSC_ERR_CONFIG,
+                             "ptsc attach: PTSC_DEVICE_MAP names device %d but %d %s visible", d, n,
+                             n == 1 ? "is" : "are");
         break;
     default:
         d = ptsc__g.local_rank % n;
@@ -155,7 +156,8 @@ static int attach(int index, int lazy, ptsc_ctx_t **out)
     }
     pthread_setspecific(ptsc__g.key, ctx);
     ptsc__tls()->ctx = ctx;
-    ptsc__log(PTSC__LOG_DEBUG, "attached thread %d (device %d%s)", index, ctx->device, lazy ? ", lazily" : "");
+    ptsc__log(PTSC__LOG_DEBUG, "attached thread %d (device %d%s)", index, ctx->device,
+              lazy ? ", lazily" : "");
     if (out)
         *out = ctx;
     return PTSC_OK;
@@ -167,8 +169,9 @@ int ptsc_thread_attach(int index, ptsc_ctx_t **ctx)
     if (rc != PTSC_OK)
         return rc;
     if (index < 0 || index >= ptsc__g.nthreads)
-        return ptsc__err(PTSC_ERR_THREAD, "ptsc_thread_attach: index %d is outside [0, %d) (PTSC_MAX_THREADS)",
-                         index, ptsc__g.nthreads);
+        return ptsc__err(PTSC_ERR_THREAD,
+                         "ptsc_thread_attach: index %d is outside [0, %d) (PTSC_MAX_THREADS)", index,
+                         ptsc__g.nthreads);
     ptsc_ctx_t *self = ptsc__tls()->ctx;
     if (self)
         return ptsc__err(PTSC_ERR_ALREADY_ATTACHED, "ptsc_thread_attach: this thread is attached as index %d",
@@ -180,8 +183,9 @@ int ptsc_thread_attach(int index, ptsc_ctx_t **ctx)
 static int omp_index(int *index)
 {
     if (omp_get_active_level() > 1)
-        return ptsc__err(PTSC_ERR_NESTED, "ptsc_omp_attach: called in a nested parallel region (active level %d); "
-                                          "compute an index and call ptsc_thread_attach",
+        return ptsc__err(PTSC_ERR_NESTED,
+                         "ptsc_omp_attach: called in a nested parallel region (active level %d); "
+                         "compute an index and call ptsc_thread_attach",
                          omp_get_active_level());
     int level = omp_get_level();
     *index = 0;
@@ -198,8 +202,9 @@ int ptsc_omp_attach(ptsc_ctx_t **ctx)
     if (rc != PTSC_OK || (rc = omp_index(&index)) != PTSC_OK)
         return rc;
     if (index >= ptsc__g.nthreads)
-        return ptsc__err(PTSC_ERR_THREAD, "ptsc_omp_attach: OpenMP thread %d is outside [0, %d) (PTSC_MAX_THREADS)",
-                         index, ptsc__g.nthreads);
+        return ptsc__err(PTSC_ERR_THREAD,
+                         "ptsc_omp_attach: OpenMP thread %d is outside [0, %d) (PTSC_MAX_THREADS)", index,
+                         ptsc__g.nthreads);
     ptsc_ctx_t *self = ptsc__tls()->ctx;
     if (self) {
         if (self->index != index)
@@ -259,22 +264,22 @@ int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call)
     if (!*ctx)
         return ptsc_self(ctx);
     if (!pthread_equal((*ctx)->owner, pthread_self()))
-        return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: context of thread index %d used from another thread", call,
-                         (*ctx)->index);
+        return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: context of thread index %d used from another thread",
+                         call, (*ctx)->index);
     return PTSC_OK;
 }
 
 /* Accessors: checked like every public call, output written on success only. */
-#define PTSC__ACCESSOR(fn, type, expr)                                                                     \
-    int fn(const ptsc_ctx_t *ctx, type *out)                                                               \
-    {                                                                                                      \
-        int rc = ptsc__check_ready(#fn);                                                                   \
-        if (rc != PTSC_OK)                                                                                 \
-            return rc;                                                                                     \
-        if (!ctx || !out)                                                                                  \
-            return ptsc__err(PTSC_ERR_ARG, #fn ": %s is NULL", ctx ? "output" : "ctx");                    \
-        *out = (expr);                                                                                     \
-        return PTSC_OK;                                                                                    \
+#define PTSC__ACCESSOR(fn, type, expr)                                                  \
+    int fn(const ptsc_ctx_t *ctx, type *out)                                            \
+    {                                                                                   \
+        int rc = ptsc__check_ready(#fn);                                                \
+        if (rc != PTSC_OK)                                                              \
+            return rc;                                                                  \
+        if (!ctx || !out)                                                               \
+            return ptsc__err(PTSC_ERR_ARG, #fn ": %s is NULL", ctx ? "output" : "ctx"); \
+        *out = (expr);                                                                  \
+        return PTSC_OK;                                                                 \
     }
 
 PTSC__ACCESSOR(ptsc_ctx_index, int, ctx->index)
@@ -290,7 +295,8 @@ int ptsc_ctx_set_scope(ptsc_ctx_t *ctx, ptsc_scope_t scope, ptsc_scope_t *old)
     if (rc != PTSC_OK)
         return rc;
     if (scope < PTSC_SCOPE_AUTO || scope > PTSC_SCOPE_DEVICE)
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_ctx_set_scope: %d is not a scope (auto, none, thread, global, device)",
+        return ptsc__err(PTSC_ERR_ARG,
+                         "ptsc_ctx_set_scope: %d is not a scope (auto, none, thread, global, device)",
                          (int)scope);
     if (old)
         *old = (ptsc_scope_t)ctx->scope;
@@ -307,13 +313,15 @@ void ptsc__ctx_print_stats(FILE *out)
             add_stats(&s, &ptsc__g.slots[i]->stats);
         if (!s.syncs && !s.skipped_syncs && !s.sends && !s.recvs && !s.collectives)
             continue;
-        fprintf(out,
-                "[ptsc r%d t%d] stats: syncs %llu (%.3f ms) skipped %llu sends %llu (%llu B) recvs %llu (%llu B) "
-                "staged %llu B collectives %llu races %llu\n",
-                ptsc__g.rank, i, (unsigned long long)s.syncs, s.sync_ns / 1e6, (unsigned long long)s.skipped_syncs,
-                (unsigned long long)s.sends, (unsigned long long)s.bytes_sent, (unsigned long long)s.recvs,
-                (unsigned long long)s.bytes_recv, (unsigned long long)s.staged_bytes,
-                (unsigned long long)s.collectives, (unsigned long long)s.races);
+        fprintf(
+            out,
+            "[ptsc r%d t%d] stats: syncs %llu (%.3f ms) skipped %llu sends %llu (%llu B) recvs %llu (%llu B) "
+            "staged %llu B collectives %llu races %llu\n",
+            ptsc__g.rank, i, (unsigned long long)s.syncs, s.sync_ns / 1e6,
+            (unsigned long long)s.skipped_syncs, (unsigned long long)s.sends,
+            (unsigned long long)s.bytes_sent, (unsigned long long)s.recvs, (unsigned long long)s.bytes_recv,
+            (unsigned long long)s.staged_bytes, (unsigned long long)s.collectives,
+            (unsigned long long)s.races);
     }
     pthread_mutex_unlock(&ptsc__g.lock);
 }

@@ -24,7 +24,8 @@ int ptsc__check_ready(const char *call)
  * ranks alike (every rank sees the same reduced values). */
 static int check_agreement(MPI_Comm world)
 {
-    long long mine[4] = {ptsc__g.nthreads, ptsc__g.cfg.comm, ptsc__g.staging, (long long)ptsc__g.cfg.staging_chunk};
+    long long mine[4] = {ptsc__g.nthreads, ptsc__g.cfg.comm, ptsc__g.staging,
+                         (long long)ptsc__g.cfg.staging_chunk};
     long long v[8], hi[8];
     for (int i = 0; i < 4; i++) {
         v[i] = mine[i];
@@ -37,9 +38,10 @@ static int check_agreement(MPI_Comm world)
                                   "PTSC_STAGING_CHUNK"};
     for (int i = 0; i < 4; i++)
         if (hi[i] != -hi[i + 4])
-            return ptsc__err(PTSC_ERR_CONFIG,
-                             "ptsc_init: ranks disagree on %s (values %lld..%lld); set it alike on every rank",
-                             what[i], -hi[i + 4], hi[i]);
+            return ptsc__err(
+                PTSC_ERR_CONFIG,
+                "ptsc_init: ranks disagree on %s (values %lld..%lld); set it alike on every rank", what[i],
+                -hi[i + 4], hi[i]);
     return PTSC_OK;
 }
 
@@ -74,8 +76,9 @@ static int init_mpi(int *argc, char ***argv)
         return ptsc__err(PTSC_ERR_THREAD_LEVEL,
                          "ptsc_init: MPI provides thread level %d, ptsc needs MPI_THREAD_MULTIPLE (%d); %s",
                          provided, MPI_THREAD_MULTIPLE,
-                         ptsc__g.own_mpi ? "this MPI library lacks thread support"
-                                         : "initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
+                         ptsc__g.own_mpi
+                             ? "this MPI library lacks thread support"
+                             : "initialise MPI with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...)");
     return PTSC_OK;
 }
 
@@ -109,7 +112,8 @@ int ptsc_init(int *argc, char ***argv)
     if (state == PTSC__STATE_READY)
         return ptsc__err(PTSC_ERR_ALREADY_INITIALIZED, "ptsc_init: already initialised");
     if (state == PTSC__STATE_DONE)
-        return ptsc__err(PTSC_ERR_FINALIZED, "ptsc_init: ptsc cannot be initialised again after ptsc_finalize");
+        return ptsc__err(PTSC_ERR_FINALIZED,
+                         "ptsc_init: ptsc cannot be initialised again after ptsc_finalize");
 
     int rc = ptsc__config_load(&ptsc__g.cfg);
     if (rc != PTSC_OK) {
@@ -144,8 +148,8 @@ int ptsc_init(int *argc, char ***argv)
         ptsc__config_print(&ptsc__g.cfg, stdout);
         fflush(stdout);
     }
-    ptsc__log(PTSC__LOG_INFO, "initialised: %d ranks x %d threads, %d devices", ptsc__g.nranks, ptsc__g.nthreads,
-              ptsc__g.ndevices);
+    ptsc__log(PTSC__LOG_INFO, "initialised: %d ranks x %d threads, %d devices", ptsc__g.nranks,
+              ptsc__g.nthreads, ptsc__g.ndevices);
     return PTSC_OK;
 
 undo_lanes:

@@ -34,9 +34,10 @@ int ptsc__lanes_create(MPI_Comm world)
     long long tag_ub = flag && ub ? *ub : 32767; /* the standard's minimum */
     long long space = shared ? (tag_ub + 1) / (2LL * T * T) : (tag_ub + 1) / T;
     if (space < 1)
-        return ptsc__err(PTSC_ERR_CONFIG,
-                         "ptsc_init: PTSC_MAX_THREADS=%d leaves no tags under MPI_TAG_UB=%lld with PTSC_COMM=%s", T,
-                         tag_ub, shared ? "shared" : "dup");
+        return ptsc__err(
+            PTSC_ERR_CONFIG,
+            "ptsc_init: PTSC_MAX_THREADS=%d leaves no tags under MPI_TAG_UB=%lld with PTSC_COMM=%s", T,
+            tag_ub, shared ? "shared" : "dup");
     ptsc__g.tag_max = (int)(space - 1);
 
     ptsc__g.nlanes = shared ? 1 : T;

@@ -29,15 +29,15 @@ struct ptsc_request {
     struct ptsc_request *next; /* free-list link: first member (context.c frees through it) */
     ptsc_ctx_t *ctx;
     int is_recv;
-    int npieces;               /* 0: direct format, one request in mpi[0] */
-    MPI_Request *mpi;          /* npieces requests, or one */
+    int npieces;      /* 0: direct format, one request in mpi[0] */
+    MPI_Request *mpi; /* npieces requests, or one */
     MPI_Request mpi_one;
-    char *user;                /* the caller's buffer */
-    ptsc__stagebuf_t *sb;      /* pinned copy of a staged buffer */
-    size_t bytes;              /* send: size; receive: capacity */
-    size_t received;           /* receive: bytes arrived so far */
-    MPI_Datatype type;         /* direct receives: to count what arrived */
-    int rc;                    /* first error seen while completing */
+    char *user;           /* the caller's buffer */
+    ptsc__stagebuf_t *sb; /* pinned copy of a staged buffer */
+    size_t bytes;         /* send: size; receive: capacity */
+    size_t received;      /* receive: bytes arrived so far */
+    MPI_Datatype type;    /* direct receives: to count what arrived */
+    int rc;               /* first error seen while completing */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -67,7 +67,8 @@ static int check_peer(int rank, int thread, int tag, const char *call)
         return ptsc__err(PTSC_ERR_THREAD, "%s: thread %d is outside [0, %d) (PTSC_MAX_THREADS)", call, thread,
                          ptsc__g.nthreads);
     if (tag < 0 || tag > ptsc__g.tag_max)
-        return ptsc__err(PTSC_ERR_TAG, "%s: tag %d is outside [0, %d] (ptsc_tag_max)", call, tag, ptsc__g.tag_max);
+        return ptsc__err(PTSC_ERR_TAG, "%s: tag %d is outside [0, %d] (ptsc_tag_max)", call, tag,
+                         ptsc__g.tag_max);
     return PTSC_OK;
 }
 
@@ -80,9 +81,9 @@ int ptsc__check_contiguous(MPI_Datatype type, const char *call)
     MPI_Type_get_extent(type, &lb, &extent);
     MPI_Type_get_true_extent(type, &tlb, &textent);
     if (lb != 0 || tlb != 0 || extent != size || textent != size)
-        return ptsc__err(PTSC_ERR_UNSUPPORTED,
-                         "%s: non-contiguous datatypes are not supported while staging is on (pack the data first)",
-                         call);
+        return ptsc__err(
+            PTSC_ERR_UNSUPPORTED,
+            "%s: non-contiguous datatypes are not supported while staging is on (pack the data first)", call);
     return PTSC_OK;
 }
 
@@ -196,7 +197,8 @@ static int post_send_pieces(struct ptsc_request *r, const ptsc__addr_t *a, int s
         for (int k = 0; rc == PTSC_OK && k < r->npieces; k++, nev++) {
             size_t len = piece_len(r->bytes, k);
             if (len > 0)
-                rc = ptsc__gpu_copy_async((char *)r->sb->host + k * chunk, r->user + k * chunk, len, ctx->stream);
+                rc = ptsc__gpu_copy_async((char *)r->sb->host + k * chunk, r->user + k * chunk, len,
+                                          ctx->stream);
             if (rc == PTSC_OK && (rc = event_get(ctx, &evs[k])) == PTSC_OK &&
                 (rc = ptsc__gpu_event_record(evs[k], ctx->stream)) != PTSC_OK)
                 event_put(ctx, evs[k]);
@@ -230,7 +232,8 @@ static int post_recv_pieces(struct ptsc_request *r, const ptsc__addr_t *a, int s
     size_t chunk = ptsc__g.cfg.staging_chunk;
     int rc = alloc_pieces(r, r->bytes);
     char *wire = r->user;
-    if (rc == PTSC_OK && staged && r->bytes > 0 && (rc = ptsc__stage_acquire(r->ctx, r->bytes, &r->sb)) == PTSC_OK)
+    if (rc == PTSC_OK && staged && r->bytes > 0 &&
+        (rc = ptsc__stage_acquire(r->ctx, r->bytes, &r->sb)) == PTSC_OK)
         wire = r->sb->host;
     for (int k = 0; rc == PTSC_OK && k < r->npieces; k++) {
         int mrc = MPI_Irecv(wire + k * chunk, (int)piece_len(r->bytes, k), MPI_BYTE, a->rank, a->tag, a->comm,
@@ -309,10 +312,11 @@ static int piece_arrived(struct ptsc_request *r, int k, MPI_Status *st)
     MPI_Get_count(st, MPI_BYTE, &n);
     size_t expect = piece_len(r->bytes, k);
     if (r->npieces > 1 && (size_t)n != expect)
-        return ptsc__err(PTSC_ERR_TRUNCATE,
-                         "ptsc receive: piece %d of a %zu-byte receive carried %d bytes, expected %zu; messages of "
-                         "at least PTSC_STAGING_CHUNK must be received with the size they were sent with",
-                         k, r->bytes, n, expect);
+        return ptsc__err(
+            PTSC_ERR_TRUNCATE,
+            "ptsc receive: piece %d of a %zu-byte receive carried %d bytes, expected %zu; messages of "
+            "at least PTSC_STAGING_CHUNK must be received with the size they were sent with",
+            k, r->bytes, n, expect);
     r->received += (size_t)n;
     if (r->sb && n > 0) {
         size_t off = (size_t)k * ptsc__g.cfg.staging_chunk;
@@ -430,7 +434,8 @@ int ptsc_waitall(int n, ptsc_request_t reqs[])
     if (rc != PTSC_OK)
         return rc;
     if (n < 0 || (n > 0 && !reqs))
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_waitall: %s", n < 0 ? "negative count" : "request array is NULL");
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_waitall: %s",
+                         n < 0 ? "negative count" : "request array is NULL");
     for (int i = 0; i < n; i++)
         if ((rc = check_req(&reqs[i], "ptsc_waitall")) != PTSC_OK)
             return rc;

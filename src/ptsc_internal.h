@@ -56,18 +56,18 @@ enum { PTSC__TRI_AUTO = 0, PTSC__TRI_YES, PTSC__TRI_NO };
 enum { PTSC__STAGING_AUTO = 0, PTSC__STAGING_ALWAYS, PTSC__STAGING_NEVER };
 
 typedef struct {
-    int sync_scope;    /* ptsc_scope_t */
-    int sync_check;    /* PTSC__CHECK_* */
-    int stream;        /* ptsc_stream_kind_t */
-    int comm;          /* PTSC__COMM_* */
-    int max_threads;   /* 0: the OpenMP maximum */
-    int device_map;    /* PTSC__MAP_* */
-    int ndevlist;      /* entries of devlist when device_map is a list */
+    int sync_scope;  /* ptsc_scope_t */
+    int sync_check;  /* PTSC__CHECK_* */
+    int stream;      /* ptsc_stream_kind_t */
+    int comm;        /* PTSC__COMM_* */
+    int max_threads; /* 0: the OpenMP maximum */
+    int device_map;  /* PTSC__MAP_* */
+    int ndevlist;    /* entries of devlist when device_map is a list */
     int devlist[PTSC__MAX_DEVLIST];
-    int cuda_aware;    /* PTSC__TRI_* */
-    int staging;       /* PTSC__STAGING_* */
+    int cuda_aware; /* PTSC__TRI_* */
+    int staging;    /* PTSC__STAGING_* */
     size_t staging_chunk;
-    int log;           /* PTSC__LOG_* */
+    int log; /* PTSC__LOG_* */
     int stats;
     int print_config;
     unsigned long long from_env; /* bit i: row i of the table was set in the environment */
@@ -100,12 +100,12 @@ enum { PTSC__STATE_NONE = 0, PTSC__STATE_READY = 1, PTSC__STATE_DONE = 2 };
 typedef struct ptsc__stagebuf ptsc__stagebuf_t;
 
 struct ptsc_ctx {
-    int index;        /* thread slot, also the lane where this thread receives */
-    int device;       /* CUDA device, -1 without a GPU */
-    int stream_kind;  /* ptsc_stream_kind_t */
-    void *stream;     /* cudaStream_t, NULL without a GPU */
-    int scope;        /* ptsc_scope_t as set */
-    int lazy;         /* attached by ptsc_self: unknown to the auto rule */
+    int index;       /* thread slot, also the lane where this thread receives */
+    int device;      /* CUDA device, -1 without a GPU */
+    int stream_kind; /* ptsc_stream_kind_t */
+    void *stream;    /* cudaStream_t, NULL without a GPU */
+    int scope;       /* ptsc_scope_t as set */
+    int lazy;        /* attached by ptsc_self: unknown to the auto rule */
     pthread_t owner;
     ptsc_stats_t stats;
     ptsc__stagebuf_t *stage_free;    /* idle pinned buffers */
@@ -120,13 +120,13 @@ typedef struct {
     ptsc__config_t cfg;
     int rank, nranks, nthreads;
     int local_rank, local_size;
-    int own_mpi;       /* ptsc_init called MPI_Init_thread */
-    MPI_Comm *lanes;   /* nthreads lanes (dup) or 1 (shared) */
+    int own_mpi;     /* ptsc_init called MPI_Init_thread */
+    MPI_Comm *lanes; /* nthreads lanes (dup) or 1 (shared) */
     int nlanes;
     int tag_max;
-    int ndevices;      /* usable CUDA devices; 0: host-only */
-    int cuda_aware;    /* device pointers go to MPI directly */
-    int staging;       /* device buffers are staged through pinned memory */
+    int ndevices;         /* usable CUDA devices; 0: host-only */
+    int cuda_aware;       /* device pointers go to MPI directly */
+    int staging;          /* device buffers are staged through pinned memory */
     pthread_mutex_t lock; /* guards slots[] and retired[] */
     ptsc_ctx_t **slots;
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
@@ -217,9 +217,9 @@ int ptsc__mem_needs_staging(ptsc_memclass_t c);
 /* ------------------------------------------------------------------------ */
 
 struct ptsc__stagebuf {
-    void *host;   /* pinned host memory */
-    size_t size;  /* capacity in bytes */
-    void *event;  /* recorded on release; the buffer is idle once it completes */
+    void *host;  /* pinned host memory */
+    size_t size; /* capacity in bytes */
+    void *event; /* recorded on release; the buffer is idle once it completes */
     ptsc__stagebuf_t *next;
 };
 

@@ -10,8 +10,8 @@ int ptsc__log_level = PTSC__LOG_WARN;
 const char *ptsc_status_string(int status)
 {
     switch (status) {
-#define PTSC__STATUS_MSG(name, value, msg)                                                                 \
-    case name:                                                                                             \
+#define PTSC__STATUS_MSG(name, value, msg) \
+    case name:                             \
         return msg;
         PTSC_STATUS_LIST(PTSC__STATUS_MSG)
 #undef PTSC__STATUS_MSG
@@ -22,8 +22,8 @@ const char *ptsc_status_string(int status)
 const char *ptsc_status_name(int status)
 {
     switch (status) {
-#define PTSC__STATUS_NAME(name, value, msg)                                                                \
-    case name:                                                                                             \
+#define PTSC__STATUS_NAME(name, value, msg) \
+    case name:                              \
         return #name;
         PTSC_STATUS_LIST(PTSC__STATUS_NAME)
 #undef PTSC__STATUS_NAME
@@ -73,9 +73,10 @@ void ptsc__log(int level, const char *fmt, ...)
         return;
     char line[768];
     ptsc_ctx_t *ctx = ptsc__tls()->ctx;
-    int n = snprintf(line, sizeof line, "[ptsc r%d t%d] %s: ",
-                     atomic_load(&ptsc__g.state) == PTSC__STATE_READY ? ptsc__g.rank : -1,
-                     ctx ? ctx->index : -1, names[level]);
+    int n =
+        snprintf(line, sizeof line,
+                 "[ptsc r%d t%d] %s: ", atomic_load(&ptsc__g.state) == PTSC__STATE_READY ? ptsc__g.rank : -1,
+                 ctx ? ctx->index : -1, names[level]);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);

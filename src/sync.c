@@ -28,10 +28,11 @@ static int check_capture(ptsc_ctx_t *ctx, int scope)
     int capturing = 0, rc = ptsc__gpu_capturing(ctx->stream, scope, &capturing);
     if (rc != PTSC_OK || !capturing)
         return rc;
-    return ptsc__err(PTSC_ERR_CAPTURING,
-                     "a %s-scope sync or staging copy would touch a stream under graph capture; the capture is "
-                     "left intact: end it first, or communicate outside the captured region",
-                     scope_names[scope]);
+    return ptsc__err(
+        PTSC_ERR_CAPTURING,
+        "a %s-scope sync or staging copy would touch a stream under graph capture; the capture is "
+        "left intact: end it first, or communicate outside the captured region",
+        scope_names[scope]);
 }
 
 /* Perform a resolved, non-none scope's sync (capture already checked), counting it. */
@@ -90,8 +91,9 @@ int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const ch
                          "%s: rank %d thread %d hands a device buffer to MPI while its stream is still busy "
                          "(scope %s); synchronise or use a wider PTSC_SYNC_SCOPE",
                          call, ptsc__g.rank, ctx->index, scope_names[scope]);
-    ptsc__log(PTSC__LOG_WARN, "%s: device buffer handed to MPI while the thread's stream is still busy (scope %s)",
-              call, scope_names[scope]);
+    ptsc__log(PTSC__LOG_WARN,
+              "%s: device buffer handed to MPI while the thread's stream is still busy (scope %s)", call,
+              scope_names[scope]);
     return PTSC_OK;
 }
 
