@@ -102,28 +102,24 @@ build_and_test() {
 # 1. System MPI: the staging path.
 build_and_test sys build-gpu-sys
 
-# 3. compute-sanitizer on the staging build (single process where possible;
-#    the two-rank memory test runs each rank under the tool).
+# 3. compute-sanitizer: memcheck, racecheck and synccheck on the staging
+#    build's GPU tests that exercise ptsc's copies, events and pools (each
+#    rank runs under the tool).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 BIN=build-gpu-sys/tests/gpu
 if [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
   for tool in memcheck racecheck synccheck; do
-    run_step "sanitizer-$tool-stagepool" 150 mpiexec -n 1 "$SAN" --tool "$tool" --error-exitcode 99 \
-      "$BIN/test_gpu_stagepool"
-    st=PASS
-    [ "$STEP_RC" -eq 0 ] || st=FAIL
-    [ "$STEP_RC" -eq 77 ] && st=SKIP
-    errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitizer-$tool-stagepool.log" | tail -1)
-    row "compute-sanitizer $tool: test_gpu_stagepool" "$st" "${errs:-no summary} (rc $STEP_RC)" "$STEP_SECS"
+    for t in "test_gpu_stagepool 1" "test_gpu_staging 2" "test_gpu_memory 2"; do
+      set -- $t
+      name="sanitizer-$tool-$1"
+      run_step "$name" 200 mpiexec -n "$2" --oversubscribe "$SAN" --tool "$tool" --error-exitcode 99 "$BIN/$1"
+      st=PASS
+      [ "$STEP_RC" -eq 0 ] || st=FAIL
+      [ "$STEP_RC" -eq 77 ] && st=SKIP
+      errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+      row "compute-sanitizer $tool: $1 ($2 ranks)" "$st" "${errs:-no summary} (rc $STEP_RC)" "$STEP_SECS"
+    done
   done
-  run_step sanitizer-memcheck-memory 200 mpiexec -n 2 --oversubscribe "$SAN" --tool memcheck \
-    --error-exitcode 99 "$BIN/test_gpu_memory"
-  st=PASS
-  [ "$STEP_RC" -eq 0 ] || st=FAIL
-  [ "$STEP_RC" -eq 77 ] && st=SKIP
-  errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/sanitizer-memcheck-memory.log" | sort | uniq -c | tr '\n' ' ')
-  row "compute-sanitizer memcheck: test_gpu_memory (2 ranks, staged)" "$st" "${errs:-no summary} (rc $STEP_RC)" \
-    "$STEP_SECS"
 elif [ ! -x "$SAN" ]; then
   row "compute-sanitizer" SKIP "compute-sanitizer not installed" "-"
 else
@@ -147,10 +143,22 @@ run_jacobi() {
 }
 run_jacobi sys build-gpu-sys
 
+# 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build).
+run_bench() {
+  local tag=$1 dir=$2
+  run_step "$tag-bench" 240 cmake --build "$dir" --target run_bench
+  local st=PASS
+  [ "$STEP_RC" -eq 0 ] || st=FAIL
+  grep -E '^(\||#|[A-Za-z].*:)' "$OUT/$tag-bench.log" | grep -v '^== ' >"$OUT/$tag-bench.md" || true
+  row "$tag benchmarks" "$st" "tables in $tag-bench.md" "$STEP_SECS"
+}
+run_bench sys build-gpu-sys
+
 # 2. CUDA-aware MPI: the direct path, in its own tree.
 use_cuda_aware_mpi
 build_and_test cuda build-gpu-cuda -DMPI_HOME="$CUDA_AWARE_MPI" -DMPIEXEC_EXECUTABLE="$CUDA_AWARE_MPI/bin/mpiexec"
 run_jacobi cuda build-gpu-cuda
+run_bench cuda build-gpu-cuda
 
 # Summary, last.
 {
@@ -165,4 +173,8 @@ run_jacobi cuda build-gpu-cuda
   echo
   echo "Logs: $OUT"
 } | tee "$OUT/summary.md"
+# At most eight files come back from the GPU machine: keep the summary, the
+# benchmark and race tables, and pack every log into one archive.
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz ./*.log ./*.txt ./*.xml 2>/dev/null &&
+  rm -f ./*.log ./*.txt ./*.xml)
 exit $FAILED

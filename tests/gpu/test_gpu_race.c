@@ -11,9 +11,13 @@
  *
  * Expectations:
  *  - thread, global, device, auto: never stale.
- *  - none, direct path (CUDA-aware MPI): MPI reads the buffer while the
- *    kernel still spins, so stale messages MUST be seen at the large sizes
- *    (>= 4 MiB, summed over them). This proves the test can fail.
+ *  - none, direct path (CUDA-aware MPI), 8 threads: MPI reads the buffer
+ *    while the kernel still spins, so stale messages MUST be seen at the
+ *    large sizes (>= 4 MiB, summed over them). This proves the test can
+ *    fail. With 1 thread the counts are reported, not asserted: on the H200
+ *    with Open MPI 4.1.4 (smcuda) no stale message was seen with a single
+ *    sending thread (0 of 5 at every size), while 8 threads saw them at
+ *    every size.
  *  - none, staged path: the device-to-host staging copy is queued on the
  *    same bound stream behind the kernel, so it is ordered: never stale.
  *
@@ -84,10 +88,11 @@ static void *worker(void *p)
             if (gt_rank == 1 && a->index == 0) {
                 unsigned long long st = atomic_exchange(&stale_msgs, 0), be = atomic_exchange(&bad_elems, 0);
                 int msgs = reps * a->nthreads;
-                int must_race = scopes[sc] == PTSC_SCOPE_NONE && !staging;
-                const char *expect = must_race ? (sizes[z] >= (4u << 20) ? "some" : "any") : "0";
+                int must_race = scopes[sc] == PTSC_SCOPE_NONE && !staging && a->nthreads > 1;
+                int may_race = scopes[sc] == PTSC_SCOPE_NONE && !staging;
+                const char *expect = must_race && sizes[z] >= (4u << 20) ? "some" : may_race ? "any" : "0";
                 const char *verdict = "ok";
-                if (!must_race && st != 0) {
+                if (!may_race && st != 0) {
                     verdict = "FAIL";
                     gt_fail(__FILE__, __LINE__, "scope %s, %d threads, %s: %llu/%d stale messages",
                             scope_name[scopes[sc]], a->nthreads, gt_size_str(sizes[z], sz, sizeof sz), st,
@@ -102,7 +107,7 @@ static void *worker(void *p)
             }
             pthread_barrier_wait(&bar);
         }
-        if (scopes[sc] == PTSC_SCOPE_NONE && gt_rank == 1 && a->index == 0 && !staging) {
+        if (scopes[sc] == PTSC_SCOPE_NONE && gt_rank == 1 && a->index == 0 && !staging && a->nthreads > 1) {
             if (max_bytes >= (4u << 20) && none_large_stale == 0)
                 gt_fail(__FILE__, __LINE__,
                         "scope none on the direct path, %d threads: no stale message at >= 4 MiB; the test "

@@ -33,6 +33,8 @@ int main(int argc, char **argv)
         return 1;
     }
     cudaStream_t s = gt_stream(ctx);
+    void *dev = NULL;
+    GT_CUDA(cudaMalloc(&dev, 1u << 16));
     ptsc__stagebuf_t *a = NULL, *b = NULL, *c = NULL;
 
     /* Rounding: at least 64 KiB, powers of two; buffers are pinned. */
@@ -51,7 +53,9 @@ int main(int argc, char **argv)
 
     /* Released behind a busy stream: not reused until the stream passed it. */
     GT_CUDA(ptsc_tk_spin(200000, s));
-    GT_CUDA(cudaMemcpyAsync((char *)c->host + 4096, c->host, 64, cudaMemcpyDefault, s));
+    /* Pinned host to device: truly asynchronous (a host-to-host copy would
+     * be performed at once, waiting for the stream first). */
+    GT_CUDA(cudaMemcpyAsync(dev, c->host, 64, cudaMemcpyDefault, s));
     GT_OK(ptsc__stage_release(ctx, c, 1));
     ptsc__stagebuf_t *e = NULL;
     GT_OK(ptsc__stage_acquire(ctx, 10, &e));
@@ -77,13 +81,14 @@ int main(int argc, char **argv)
     ptsc__stagebuf_t *p = NULL;
     GT_OK(ptsc__stage_acquire(ctx, 1u << 20, &p));
     GT_CUDA(ptsc_tk_spin(100000, s));
-    GT_CUDA(cudaMemcpyAsync((char *)p->host + 8192, p->host, 4096, cudaMemcpyDefault, s));
+    GT_CUDA(cudaMemcpyAsync(dev, p->host, 4096, cudaMemcpyDefault, s));
     GT_OK(ptsc__stage_release(ctx, p, 1));
     double t0 = gt_now_ms();
     ptsc__stage_destroy(ctx);
     printf("pool: destroy with a pending buffer took %.1f ms\n", gt_now_ms() - t0);
     GT_CHECK(ctx->stage_free == NULL && ctx->stage_pending == NULL, "pool not empty after destroy");
 
+    GT_CUDA(cudaFree(dev));
     GT_OK(ptsc_thread_detach());
     GT_OK(ptsc_finalize());
     return gt_finish("test_gpu_stagepool");
