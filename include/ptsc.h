@@ -176,9 +176,11 @@ PTSC_API int ptsc_thread_attach(int index, ptsc_ctx_t **ctx);
 /**
  * Attach inside the program's own `#pragma omp parallel`, with index
  * omp_get_thread_num(). If the thread is already attached with that index,
- * returns its context. In a nested region (omp_get_level() > 1) it returns
- * PTSC_ERR_NESTED: inner threads must compute an index and call
- * ptsc_thread_attach.
+ * returns its context. Inside an active region nested in another active one
+ * (omp_get_active_level() > 1) it returns PTSC_ERR_NESTED, since inner
+ * thread numbers repeat across the outer threads: inner threads compute an
+ * index and call ptsc_thread_attach. Nesting of inactive regions (teams of
+ * one) is allowed; the index is the thread number at the active level.
  */
 PTSC_API int ptsc_omp_attach(ptsc_ctx_t **ctx);
 
@@ -205,8 +207,13 @@ PTSC_API int ptsc_ctx_device(const ptsc_ctx_t *ctx, int *device);
 /** @param[out] stream the bound stream (a cudaStream_t), or NULL without a GPU. Put the thread's kernels on
  * it. */
 PTSC_API int ptsc_ctx_stream(const ptsc_ctx_t *ctx, void **stream);
-/** @param[out] comm the thread's lane: a communicator over this thread index on every rank (for collectives;
- * ptsc keeps ownership). */
+/**
+ * @param[out] comm the thread's lane, owned by ptsc. With PTSC_COMM=dup a
+ * communicator over this thread index on every rank, free for the program's
+ * own collectives from this thread. With PTSC_COMM=shared every thread gets
+ * the same communicator: use it for point-to-point only, since MPI forbids
+ * concurrent collectives on one communicator.
+ */
 PTSC_API int ptsc_ctx_comm(const ptsc_ctx_t *ctx, MPI_Comm *comm);
 /** @param[out] scope the context's scope (as set, so possibly PTSC_SCOPE_AUTO). */
 PTSC_API int ptsc_ctx_scope(const ptsc_ctx_t *ctx, ptsc_scope_t *scope);

@@ -1,0 +1,45 @@
+# cmake -DCLANG_FORMAT=... -DSOURCE_DIR=... [-DWANT_VERSION=14] -P check_format.cmake
+# clang-format --dry-run --Werror over every C, header and CUDA file of src/,
+# include/, tests/ and examples/, with the committed .clang-format.
+# Fix with: clang-format -i <files it names>.
+if(DEFINED WANT_VERSION)
+  execute_process(COMMAND ${CLANG_FORMAT} --version OUTPUT_VARIABLE version_text)
+  string(REGEX MATCH "version ([0-9]+)" _ "${version_text}")
+  if(NOT CMAKE_MATCH_1 STREQUAL WANT_VERSION)
+    message(STATUS "${CLANG_FORMAT} is version ${CMAKE_MATCH_1}, not ${WANT_VERSION}: format check skipped")
+    return()
+  endif()
+endif()
+set(files "")
+foreach(dir src include tests examples)
+  file(GLOB_RECURSE found "${SOURCE_DIR}/${dir}/*.c" "${SOURCE_DIR}/${dir}/*.h" "${SOURCE_DIR}/${dir}/*.cu")
+  list(APPEND files ${found})
+endforeach()
+list(SORT files)
+list(LENGTH files n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no sources found under ${SOURCE_DIR}")
+endif()
+execute_process(COMMAND ${CLANG_FORMAT} --dry-run --Werror --style=file ${files}
+  WORKING_DIRECTORY ${SOURCE_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  # Only "path:line:col: error" is matched: the rest of clang-format's line
+  # holds brackets and code, which CMake lists do not survive.
+  string(REGEX MATCHALL "[^\n:]+:[0-9]+:[0-9]+: error" errors "${err}")
+  set(bad "")
+  foreach(e IN LISTS errors)
+    string(REGEX REPLACE ":[0-9]+:[0-9]+: error$" "" f "${e}")
+    list(APPEND bad "${f}")
+  endforeach()
+  list(REMOVE_DUPLICATES bad)
+  list(LENGTH errors nerr)
+  string(REPLACE ";" "\n  " bad_text "${bad}")
+  string(LENGTH "${err}" len)
+  if(len GREATER 6000)
+    string(SUBSTRING "${err}" 0 6000 err)
+    set(err "${err}\n[... clang-format output cut]")
+  endif()
+  message(FATAL_ERROR "${err}\n${nerr} places in these files differ from .clang-format:\n  ${bad_text}\n"
+    "Fix with: clang-format -i <file>")
+endif()
+message(STATUS "${n} files formatted per .clang-format")

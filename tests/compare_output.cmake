@@ -1,0 +1,42 @@
+# cmake -DPROGRAM=... [-DARGS="a b"] -DEXPECTED=file [-DACTUAL=file] -P compare_output.cmake
+# Runs PROGRAM and fails unless its standard output equals the file EXPECTED
+# byte for byte. Used by the env_doc test: docs/ENV.md must be exactly what
+# `ptsc-info --markdown` prints from the variable table.
+foreach(var PROGRAM EXPECTED)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "compare_output.cmake: -D${var}= is required")
+  endif()
+endforeach()
+get_filename_component(name "${EXPECTED}" NAME)
+set(regen "regenerate with ptsc-info --markdown > docs/${name}")
+string(REPLACE " " ";" args "${ARGS}")
+execute_process(COMMAND ${PROGRAM} ${args} OUTPUT_VARIABLE actual ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${PROGRAM} ${ARGS} failed (${rc}):\n${err}")
+endif()
+if(NOT EXISTS "${EXPECTED}")
+  message(FATAL_ERROR "${EXPECTED} does not exist; ${regen}")
+endif()
+file(READ "${EXPECTED}" expected)
+if(actual STREQUAL expected)
+  message(STATUS "${name} matches ${PROGRAM} ${ARGS}")
+  return()
+endif()
+if(NOT DEFINED ACTUAL)
+  set(ACTUAL "${CMAKE_CURRENT_BINARY_DIR}/${name}.actual")
+endif()
+file(WRITE "${ACTUAL}" "${actual}")
+# Show the difference itself where diff exists (lines are compared there,
+# not in CMake, whose lists break on the brackets and semicolons of Markdown).
+set(shown "")
+find_program(DIFF diff)
+if(DIFF)
+  execute_process(COMMAND ${DIFF} -u "${EXPECTED}" "${ACTUAL}" OUTPUT_VARIABLE shown)
+  string(LENGTH "${shown}" len)
+  if(len GREATER 4000)
+    string(SUBSTRING "${shown}" 0 4000 shown)
+    set(shown "${shown}\n[... diff cut]")
+  endif()
+endif()
+message(FATAL_ERROR "${EXPECTED} differs from the output of ${PROGRAM} ${ARGS} (saved in ${ACTUAL}):\n"
+  "${shown}\n${regen}")
