@@ -49,17 +49,18 @@ run_step() {
   echo "   -> rc $STEP_RC in ${STEP_SECS}s"
 }
 
-# ctest_counts LOG: "P passed, F failed, S skipped of N"
+# ctest_counts LOG: "P passed, F failed, S skipped of N" from ctest's last lines
+# ("100% tests passed out of N" or "X% tests passed, F tests failed out of N").
 ctest_counts() {
-  local log=$1 total failed skipped
-  total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -1)
-  failed=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+  local log=$1 line total failed skipped
+  line=$(grep -E 'tests passed' "$log" | tail -1)
+  total=$(echo "$line" | sed -n 's/.*out of \([0-9]*\).*/\1/p')
+  failed=$(echo "$line" | sed -n 's/.* \([0-9]*\) tests failed.*/\1/p')
   skipped=$(grep -c '\*\*\*Skipped' "$log")
-  total=${total:-0}
-  failed=${failed:-?}
-  if [ "$failed" = "?" ]; then
+  if [ -z "$total" ]; then
     echo "no ctest summary"
   else
+    failed=${failed:-0}
     echo "$((total - failed - skipped)) passed, $failed failed, $skipped skipped of $total"
   fi
 }
@@ -116,7 +117,7 @@ if [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
       st=PASS
       [ "$STEP_RC" -eq 0 ] || st=FAIL
       [ "$STEP_RC" -eq 77 ] && st=SKIP
-      errs=$(grep -Eo 'ERROR SUMMARY: [0-9]+ error' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+      errs=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+ (error|hazard)' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
       row "compute-sanitizer $tool: $1 ($2 ranks)" "$st" "${errs:-no summary} (rc $STEP_RC)" "$STEP_SECS"
     done
   done

@@ -15,5 +15,9 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ptscConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/ptscConfigVersion.cmake COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/ptscConfig.cmake ${PROJECT_BINARY_DIR}/ptscConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptsc)
+# Relocatable: the prefix is found from the .pc file's own place, so an
+# install with `cmake --install --prefix` elsewhere still resolves.
+file(RELATIVE_PATH PTSC_PC_UP ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" PTSC_PC_UP "${PTSC_PC_UP}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/ptsc.pc.in ${PROJECT_BINARY_DIR}/ptsc.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/ptsc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
