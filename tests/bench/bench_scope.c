@@ -13,6 +13,12 @@
  * Reported: messages per second over all threads, the ratio to the thread
  * scope, and the mean time of one sync.
  *
+ * A second table gives thread 0 `--imbalance` times more work per message
+ * than the others (one slow worker, as in a load-imbalanced code) and
+ * reports the message rate of the other threads alone: a global or device
+ * sync makes them wait for thread 0's long kernels, the thread scope does
+ * not.
+ *
  * Without a device the buffers are pageable host memory, which needs no
  * sync at all: the table then shows the cost of the scope machinery alone
  * (every column should be equal).
@@ -35,6 +41,7 @@ static const ptsc_scope_t scopes[NSCOPES] = {PTSC_SCOPE_THREAD, PTSC_SCOPE_GLOBA
 
 typedef struct {
     int reps, work, gpu, rank;
+    int imbalance; /* thread 0's work is multiplied by this (1: balanced) */
     size_t bytes;
     double sec[NSCOPES][MAXT];
     uint64_t syncs[NSCOPES][MAXT], sync_ns[NSCOPES][MAXT];
@@ -51,14 +58,15 @@ static void align(ptsc_ctx_t *ctx)
 
 static void one_round(ptsc_ctx_t *ctx, run_t *run, float *buf, void *stream, int t, int n)
 {
+    int work = t == 0 ? run->work * run->imbalance : run->work;
     if (run->rank == 0) {
         if (run->gpu)
-            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), run->work, stream));
+            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), work, stream));
         BENCH_CHECK(ptsc_send(ctx, buf, n, MPI_FLOAT, 1, t, 0));
     } else {
         BENCH_CHECK(ptsc_recv(ctx, buf, n, MPI_FLOAT, 0, t, 0));
         if (run->gpu)
-            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), run->work, stream));
+            BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), work, stream));
     }
 }
 
@@ -125,17 +133,18 @@ int main(int argc, char **argv)
     BENCH_CHECK(ptsc_rank(&run.rank));
     BENCH_CHECK(ptsc_size(&nranks, &slots));
     run.gpu = bench_gpu_available();
-    long reps = run.gpu ? 200 : 2000, bytes = 256 << 10, work = 200;
+    long reps = run.gpu ? 200 : 2000, bytes = 256 << 10, work = 200, imbalance = 50;
     for (int i = 1; i < argc; i++) {
         if (arg_int(argc, argv, &i, "--reps", &reps) || arg_int(argc, argv, &i, "--bytes", &bytes) ||
-            arg_int(argc, argv, &i, "--work", &work))
+            arg_int(argc, argv, &i, "--work", &work) || arg_int(argc, argv, &i, "--imbalance", &imbalance))
             continue;
         if (strcmp(argv[i], "--quick") == 0) {
             reps = 20;
             continue;
         }
         if (run.rank == 0)
-            fprintf(stderr, "usage: bench_scope [--reps R] [--bytes B] [--work W] [--quick]\n");
+            fprintf(stderr,
+                    "usage: bench_scope [--reps R] [--bytes B] [--work W] [--imbalance F] [--quick]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (nranks != 2) {
@@ -146,6 +155,7 @@ int main(int argc, char **argv)
     }
     run.reps = (int)reps;
     run.work = (int)work;
+    run.imbalance = 1;
     run.bytes = (size_t)bytes / sizeof(float) * sizeof(float);
 
     int cuda_aware = 0, staging = 0;
@@ -197,6 +207,33 @@ int main(int argc, char **argv)
         printf("| %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.1f / %.1f / %.1f |\n", T, rate[0],
                rate[1], rate[2], rate[3], rate[1] / rate[0], rate[2] / rate[0], rate[3] / rate[0], sync_us[0],
                sync_us[1], sync_us[2]);
+        fflush(stdout);
+    }
+    /* One slow worker: thread 0 does `imbalance` times the work. */
+    run.imbalance = (int)imbalance;
+    if (run.rank == 0) {
+        printf("\n## bench_scope, imbalanced: thread 0 does %dx the GPU work; rate of the other threads\n\n",
+               run.imbalance);
+        printf(
+            "| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | global / thread "
+            "| device / thread |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
+    for (size_t k = 1; k < sizeof tlist / sizeof tlist[0]; k++) {
+        const int T = tlist[k];
+        if (T > slots)
+            continue;
+        BENCH_CHECK(ptsc_omp_run(T, run_threads, &run));
+        if (run.rank != 0)
+            continue;
+        double rate[NSCOPES];
+        for (int s = 0; s < NSCOPES; s++) {
+            rate[s] = 0;
+            for (int t = 1; t < T; t++)
+                rate[s] += run.sec[s][t] > 0 ? run.reps / run.sec[s][t] : 0;
+        }
+        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", T, rate[0], rate[1], rate[2], rate[3],
+               rate[1] / rate[0], rate[2] / rate[0]);
         fflush(stdout);
     }
     BENCH_CHECK(ptsc_finalize());
