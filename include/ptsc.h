@@ -47,14 +47,17 @@ typedef struct ptsc_ctx ptsc_ctx_t;
 typedef struct ptsc_request *ptsc_request_t;
 #define PTSC_REQUEST_NULL ((ptsc_request_t)0)
 
-/** What is synchronised before MPI touches a buffer that needs it. */
+/**
+ * What is synchronised before MPI touches a buffer that needs it. GLOBAL
+ * and DEVICE act on every device that a thread of this rank was bound to.
+ */
 typedef enum {
     PTSC_SCOPE_DEFAULT = -1, /**< In calls taking a scope: the context's own scope. */
     PTSC_SCOPE_AUTO = 0,     /**< THREAD for an explicitly attached thread, GLOBAL otherwise. */
     PTSC_SCOPE_NONE = 1,     /**< Nothing: the caller has synchronised. */
     PTSC_SCOPE_THREAD = 2,   /**< The thread's bound stream. */
     PTSC_SCOPE_GLOBAL = 3,   /**< The legacy default stream: all blocking streams. */
-    PTSC_SCOPE_DEVICE = 4    /**< cudaDeviceSynchronize: everything on the device. */
+    PTSC_SCOPE_DEVICE = 4    /**< cudaDeviceSynchronize: everything. */
 } ptsc_scope_t;
 
 /** Kind of stream bound to each thread (PTSC_STREAM). */

@@ -143,6 +143,8 @@ static int attach(int index, int lazy, ptsc_ctx_t **out)
     ctx->stream_kind = ptsc__g.cfg.stream;
     int rc = pick_device(index, &ctx->device);
     if (rc == PTSC_OK && ctx->device >= 0) {
+        if (ctx->device < 64)
+            atomic_fetch_or(&ptsc__g.devmask, 1ul << ctx->device);
         rc = ptsc__gpu_set_device(ctx->device);
         if (rc == PTSC_OK)
             rc = ptsc__gpu_stream_bind(ctx->stream_kind, &ctx->stream);

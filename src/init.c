@@ -139,6 +139,7 @@ int ptsc_init(int *argc, char ***argv)
     if ((rc = ptsc__ctx_setup()) != PTSC_OK)
         goto undo_lanes;
     atomic_store(&ptsc__g.mem_epoch, 1u);
+    atomic_store(&ptsc__g.devmask, 0ul);
     atomic_store_explicit(&ptsc__g.state, PTSC__STATE_READY, memory_order_release);
 
     if (ptsc__g.cfg.print_config && ptsc__g.rank == 0) {

@@ -25,7 +25,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#define PTSC__LOCAL static
 #define PTSC__DETAIL_LEN 512
 #define PTSC__MAX_DEVLIST 64
 #define PTSC__MAX_THREADS_LIMIT 4096
@@ -132,6 +131,7 @@ typedef struct {
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
     pthread_key_t key;
     atomic_uint mem_epoch; /* bumped by ptsc_mem_forget */
+    atomic_ulong devmask;  /* bit d: some context of this rank was bound to device d (< 64) */
 } ptsc__global_t;
 
 extern ptsc__global_t ptsc__g;

@@ -5,8 +5,9 @@
  *
  *   none    nothing (the caller has synchronised)
  *   thread  the thread's bound stream
- *   global  cudaStreamLegacy: every blocking stream of the device
- *   device  cudaDeviceSynchronize
+ *   global  cudaStreamLegacy: every blocking stream, on each device the
+ *           rank's threads were bound to
+ *   device  cudaDeviceSynchronize, on each of those devices
  *   auto    thread for an explicitly attached thread, global otherwise
  */
 #include "ptsc_internal.h"
@@ -35,21 +36,41 @@ static int check_capture(ptsc_ctx_t *ctx, int scope)
         scope_names[scope]);
 }
 
+/* The global or device sync of one device. */
+static int wide_sync(int scope)
+{
+    return scope == PTSC_SCOPE_GLOBAL ? ptsc__gpu_legacy_sync() : ptsc__gpu_device_sync();
+}
+
+/* Global and device scopes cover every device this rank's threads were
+ * bound to (PTSC_DEVICE_MAP=thread or a list can spread them): a buffer on
+ * another GPU may be produced there. The calling thread's device goes
+ * first and is current again afterwards. Capture is checked on the calling
+ * thread's device only. */
+static int wide_sync_all(ptsc_ctx_t *ctx, int scope)
+{
+    int rc = wide_sync(scope);
+    unsigned long others = atomic_load_explicit(&ptsc__g.devmask, memory_order_relaxed);
+    if (ctx->device >= 0 && ctx->device < 64)
+        others &= ~(1ul << ctx->device);
+    for (int d = 0; others && rc == PTSC_OK && d < 64; d++) {
+        if (!(others & (1ul << d)))
+            continue;
+        others &= ~(1ul << d);
+        if ((rc = ptsc__gpu_set_device(d)) == PTSC_OK)
+            rc = wide_sync(scope);
+        int back = ptsc__gpu_set_device(ctx->device);
+        if (rc == PTSC_OK)
+            rc = back;
+    }
+    return rc;
+}
+
 /* Perform a resolved, non-none scope's sync (capture already checked), counting it. */
 static int perform(ptsc_ctx_t *ctx, int scope)
 {
     uint64_t t0 = ptsc__now_ns();
-    int rc;
-    switch (scope) {
-    case PTSC_SCOPE_THREAD:
-        rc = ptsc__gpu_stream_sync(ctx->stream);
-        break;
-    case PTSC_SCOPE_GLOBAL:
-        rc = ptsc__gpu_legacy_sync();
-        break;
-    default:
-        rc = ptsc__gpu_device_sync();
-    }
+    int rc = scope == PTSC_SCOPE_THREAD ? ptsc__gpu_stream_sync(ctx->stream) : wide_sync_all(ctx, scope);
     ctx->stats.syncs++;
     ctx->stats.sync_ns += ptsc__now_ns() - t0;
     return rc;
