@@ -38,3 +38,16 @@ target_compile_options(ptsc_warnings INTERFACE
 if(PTSC_WERROR)
   target_compile_options(ptsc_warnings INTERFACE $<$<COMPILE_LANGUAGE:C>:-Werror>)
 endif()
+
+# How ptsc's own tests, examples and benchmarks launch MPI jobs. Open MPI
+# refuses more ranks than cores without --oversubscribe (CI machines have
+# fewer cores than ranks) and other launchers do not know the flag, so ask
+# the launcher (FindMPI does not always set the library version string).
+# mpiexec as root needs Open MPI's two consent variables.
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _ptsc_mpiexec_version
+  ERROR_QUIET TIMEOUT 20)
+set(PTSC_MPIEXEC_OVERSUBSCRIBE "")
+if(_ptsc_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  set(PTSC_MPIEXEC_OVERSUBSCRIBE --oversubscribe)
+endif()
+set(PTSC_MPIEXEC_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
