@@ -72,11 +72,11 @@ void ptsc__log(int level, const char *fmt, ...)
     if (level > ptsc__log_level)
         return;
     char line[768];
-    ptsc_ctx_t *ctx = ptsc__tls()->ctx;
-    int n =
-        snprintf(line, sizeof line,
-                 "[ptsc r%d t%d] %s: ", atomic_load(&ptsc__g.state) == PTSC__STATE_READY ? ptsc__g.rank : -1,
-                 ctx ? ctx->index : -1, names[level]);
+    /* After finalize a thread's context pointer may dangle: read it only while ready. */
+    int ready = atomic_load(&ptsc__g.state) == PTSC__STATE_READY;
+    ptsc_ctx_t *ctx = ready ? ptsc__tls()->ctx : NULL;
+    int n = snprintf(line, sizeof line, "[ptsc r%d t%d] %s: ", ready ? ptsc__g.rank : -1,
+                     ctx ? ctx->index : -1, names[level]);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
