@@ -11,6 +11,7 @@
 #     of the staging build.
 #  4. The jacobi example on the device, in both builds (if built).
 #
+# PTSC_GPU_BENCH=0 leaves the benchmarks out (about 100 s).
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -147,6 +148,10 @@ run_jacobi sys build-gpu-sys
 # 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build).
 run_bench() {
   local tag=$1 dir=$2
+  if [ "${PTSC_GPU_BENCH:-1}" = 0 ]; then
+    row "$tag benchmarks" SKIP "PTSC_GPU_BENCH=0" "-"
+    return
+  fi
   run_step "$tag-bench" 240 cmake --build "$dir" --target run_bench
   local st=PASS
   [ "$STEP_RC" -eq 0 ] || st=FAIL
