@@ -17,7 +17,7 @@
  *    fail. With 1 thread the counts are reported, not asserted: on the H200
  *    with Open MPI 4.1.4 (smcuda) a single sending thread saw one stale
  *    message in 120 over four runs (at 1 KiB) and none at 4 MiB or more,
- *    while 8 threads saw 3 to 9 of 40 at every size from 4 MiB up in every
+ *    while 8 threads saw 2 to 9 of 40 at every size from 4 MiB up in every
  *    run (and some at smaller sizes in most runs).
  *  - none, staged path: the device-to-host staging copy is queued on the
  *    same bound stream behind the kernel, so it is ordered: never stale.
