@@ -47,6 +47,22 @@ typedef struct ptsc_ctx ptsc_ctx_t;
 typedef struct ptsc_request *ptsc_request_t;
 #define PTSC_REQUEST_NULL ((ptsc_request_t)0)
 
+/** In receives and probes: a message from the given thread index of any rank. */
+#define PTSC_ANY_RANK (-1)
+
+/**
+ * What a completed receive (or a probe) saw, like MPI_Status: where the
+ * message came from and how large it was.
+ */
+typedef struct {
+    int rank;     /**< Source rank. */
+    int thread;   /**< Source thread index. */
+    int tag;      /**< Tag as sent. */
+    int error;    /**< PTSC_OK, or the receive's error (PTSC_ERR_TRUNCATE: the message was larger). */
+    size_t bytes; /**< Bytes received; from a probe, the size of the waiting message. A truncated
+                       receive reports the capacity of its buffer (what it could hold). */
+} ptsc_info_t;
+
 /**
  * What is synchronised before MPI touches a buffer that needs it. GLOBAL
  * and DEVICE act on every device that a thread of this rank was bound to.
@@ -55,7 +71,7 @@ typedef enum {
     PTSC_SCOPE_DEFAULT = -1, /**< In calls taking a scope: the context's own scope. */
     PTSC_SCOPE_AUTO = 0,     /**< THREAD for an explicitly attached thread, GLOBAL otherwise. */
     PTSC_SCOPE_NONE = 1,     /**< Nothing: the caller has synchronised. */
-    PTSC_SCOPE_THREAD = 2,   /**< The thread's bound stream. */
+    PTSC_SCOPE_THREAD = 2,   /**< The thread's bound stream, and work queued before on the legacy stream. */
     PTSC_SCOPE_GLOBAL = 3,   /**< The legacy default stream: all blocking streams. */
     PTSC_SCOPE_DEVICE = 4    /**< cudaDeviceSynchronize: everything. */
 } ptsc_scope_t;
@@ -86,7 +102,7 @@ typedef struct {
     uint64_t bytes_recv;    /**< Point-to-point payload bytes received. */
     uint64_t staged_bytes;  /**< Bytes copied through pinned staging buffers. */
     uint64_t collectives;   /**< Collective calls. */
-    uint64_t races;         /**< Busy streams seen by the race check. */
+    uint64_t races;         /**< Hand-overs the race check saw while the producing work still ran. */
 } ptsc_stats_t;
 
 /* ------------------------------------------------------------------------ */
@@ -198,8 +214,12 @@ PTSC_API int ptsc_self(ptsc_ctx_t **ctx);
 
 /**
  * Detach the calling thread: waits for its stream, frees its context and
- * releases its index. A thread that exits attached is detached by a
- * thread-exit destructor. @return PTSC_OK; PTSC_ERR_NOT_ATTACHED.
+ * releases its index. Refused with PTSC_ERR_PENDING, the thread staying
+ * attached, while requests it started are not complete: wait for them
+ * first. A thread that exits attached is detached by a thread-exit
+ * destructor, which completes its sends and matched receives and cancels
+ * receives that no message matched yet (logged as a warning).
+ * @return PTSC_OK; PTSC_ERR_NOT_ATTACHED; PTSC_ERR_PENDING.
  */
 PTSC_API int ptsc_thread_detach(void);
 
@@ -270,11 +290,34 @@ PTSC_API int ptsc_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype
 PTSC_API int ptsc_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
                        int tag);
 
-/** Non-blocking ptsc_send; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
+/**
+ * ptsc_recv that also reports the source, tag and size of the message
+ * (`info` may be NULL). With rank = PTSC_ANY_RANK it receives from thread
+ * `thread` of any rank; info->rank says which.
+ */
+PTSC_API int ptsc_recv_info(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                            int tag, ptsc_info_t *info);
+
+/**
+ * Wait for a message from (rank, thread) with `tag` (rank may be
+ * PTSC_ANY_RANK) without receiving it; `info` gets its source and size.
+ * The next matching receive of this thread gets that message.
+ */
+PTSC_API int ptsc_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, ptsc_info_t *info);
+
+/** Non-blocking ptsc_probe: *flag = 1 and `info` filled when a message waits, else *flag = 0. */
+PTSC_API int ptsc_iprobe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info);
+
+/**
+ * Non-blocking ptsc_send. Returns at once, even while the thread's stream
+ * is busy: a staged buffer's copies and pieces progress whenever the owning
+ * thread calls into ptsc (any call that waits, tests or starts an
+ * operation). Complete with ptsc_wait, ptsc_waitall or ptsc_test.
+ */
 PTSC_API int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
                         int tag, ptsc_request_t *req);
 
-/** Non-blocking ptsc_recv; complete with ptsc_wait, ptsc_waitall or ptsc_test. */
+/** Non-blocking ptsc_recv (rank may be PTSC_ANY_RANK); complete with ptsc_wait, ptsc_waitall or ptsc_test. */
 PTSC_API int ptsc_irecv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
                         int tag, ptsc_request_t *req);
 
@@ -294,6 +337,12 @@ PTSC_API int ptsc_waitall(int n, ptsc_request_t reqs[]);
 
 /** @param[out] done 1 (and *req set to NULL) when complete, else 0. */
 PTSC_API int ptsc_test(ptsc_request_t *req, int *done);
+
+/** ptsc_wait that also fills `info` (may be NULL) for a receive. */
+PTSC_API int ptsc_wait_info(ptsc_request_t *req, ptsc_info_t *info);
+
+/** ptsc_test that also fills `info` (may be NULL) for a receive once it is done. */
+PTSC_API int ptsc_test_info(ptsc_request_t *req, int *done, ptsc_info_t *info);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives over the calling thread's lane: thread t of every rank.       */

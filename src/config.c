@@ -39,11 +39,11 @@ static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL
 static const var_t vars[] = {
     {"PTSC_SYNC_SCOPE", "auto", VAR_ENUM, FIELD(sync_scope), scope_choices, 0, 0,
      "What is synchronised before MPI touches a device, managed or pinned buffer: auto (thread scope for "
-     "attached threads, global for others), none, thread (the thread's stream), global (legacy default "
-     "stream), device (cudaDeviceSynchronize)."},
+     "attached threads, global for others), none, thread (the thread's stream and earlier legacy-stream "
+     "work), global (legacy default stream), device (cudaDeviceSynchronize)."},
     {"PTSC_SYNC_CHECK", "off", VAR_ENUM, FIELD(sync_check), check_choices, 0, 0,
-     "Race check: after the scope's sync, report a device buffer handed to MPI while the thread's stream is "
-     "still busy, as a warning (warn) or as PTSC_ERR_RACE (error)."},
+     "Race check: report a device buffer handed to MPI directly, with no sync, while work on the thread's "
+     "stream or earlier legacy-stream work still runs, as a warning (warn) or as PTSC_ERR_RACE (error)."},
     {"PTSC_STREAM", "per-thread", VAR_ENUM, FIELD(stream), stream_choices, 0, 0,
      "Stream bound to each thread: per-thread (cudaStreamPerThread), owned (a blocking stream created per "
      "thread), legacy (cudaStreamLegacy)."},
@@ -61,8 +61,15 @@ static const var_t vars[] = {
      "Stage device buffers through pinned host memory: auto (when MPI is not CUDA-aware), always, never "
      "(device buffers then need a CUDA-aware MPI)."},
     {"PTSC_STAGING_CHUNK", "4MiB", VAR_SIZE, FIELD(staging_chunk), NULL, 4096, 1LL << 30,
-     "Messages of at least this size are pipelined in chunks of it while staging is on (k, M, G suffixes "
+     "While staging is on, messages above this size travel framed in pieces of it, pipelined through the "
+     "staging ring; the size of a ring slot (k, M, G suffixes "
      "are binary). Must be equal on every rank."},
+    {"PTSC_STAGING_DEPTH", "4", VAR_INT, FIELD(staging_depth), NULL, 1, 64,
+     "Chunk-sized pinned slots per thread for staged sends, and as many for staged receives: bounds the "
+     "pinned memory of a thread and how many pieces it has in flight."},
+    {"PTSC_DIRECT_MIN", "auto", VAR_SIZE, FIELD(direct_min), NULL, 0, 1LL << 30,
+     "On a CUDA-aware MPI, device messages smaller than this are staged through pinned memory (faster for "
+     "small messages), larger ones go to MPI directly; auto is 1MiB. Capped at PTSC_STAGING_CHUNK."},
     {"PTSC_LOG", "warn", VAR_ENUM, FIELD(log), log_choices, 0, 0,
      "Log level of messages on stderr; each line carries rank and thread."},
     {"PTSC_STATS", "0", VAR_BOOL, FIELD(stats), NULL, 0, 0,
@@ -115,8 +122,8 @@ static void choices_text(const var_t *v, char *buf, size_t n)
         snprintf(buf, n, "auto or an integer %lld..%lld", v->min, v->max);
         break;
     case VAR_SIZE:
-        snprintf(buf, n, "a size %lld..%lld bytes, optional suffix k, M, G (or KiB, MiB, GiB)", v->min,
-                 v->max);
+        snprintf(buf, n, "%sa size %lld..%lld bytes, optional suffix k, M, G (or KiB, MiB, GiB)",
+                 strcmp(v->def, "auto") == 0 ? "auto or " : "", v->min, v->max);
         break;
     case VAR_BOOL:
         snprintf(buf, n, "0 or 1 (also no/yes, off/on, false/true)");
@@ -223,6 +230,10 @@ static int parse_var(const var_t *v, const char *s, ptsc__config_t *cfg)
     }
     case VAR_SIZE: {
         long long x;
+        if (strcmp(s, "auto") == 0 && strcmp(v->def, "auto") == 0) {
+            *(size_t *)field = 0;
+            return PTSC_OK;
+        }
         if (parse_size(s, &x) != 0 || x < v->min || x > v->max)
             return bad_value(v, s);
         *(size_t *)field = (size_t)x;

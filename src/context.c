@@ -45,19 +45,16 @@ static void add_stats(ptsc_stats_t *to, const ptsc_stats_t *s)
  * exit) or on the finalizing thread once the owner stopped using ptsc. */
 static void release_ctx(ptsc_ctx_t *ctx)
 {
-    if (ctx->stream) {
+    if (ctx->stream)
         ptsc__gpu_set_device(ctx->device);
+    /* Requests still in flight are completed or cancelled first, so that no
+     * MPI request outlives the context and no buffer is freed under a copy. */
+    ptsc__engine_drain(ctx);
+    if (ctx->stream)
         ptsc__gpu_stream_sync(ctx->stream); /* staged copies may still read pool buffers */
-    }
+    ptsc__engine_release(ctx);
     ptsc__stage_destroy(ctx);
-    for (int i = 0; i < ctx->nev_free; i++)
-        ptsc__gpu_event_destroy(ctx->ev_free[i]);
-    free(ctx->ev_free);
-    while (ctx->req_free) {
-        struct ptsc_request *r = ctx->req_free;
-        ctx->req_free = *(struct ptsc_request **)r; /* first word links free requests */
-        free(r);
-    }
+    ptsc__sync_ctx_release(ctx);
     if (ctx->stream)
         ptsc__gpu_stream_release(ctx->stream_kind, ctx->stream);
 }
@@ -253,6 +250,11 @@ int ptsc_thread_detach(void)
     ptsc_ctx_t *self = ptsc__tls()->ctx;
     if (!self)
         return ptsc__err(PTSC_ERR_NOT_ATTACHED, "ptsc_thread_detach: this thread is not attached");
+    if (self->outstanding > 0)
+        return ptsc__err(PTSC_ERR_PENDING,
+                         "ptsc_thread_detach: thread %d has %d request(s) not completed; complete them with "
+                         "ptsc_wait, ptsc_waitall or ptsc_test first (the thread stays attached)",
+                         self->index, self->outstanding);
     pthread_setspecific(ptsc__g.key, NULL);
     free_ctx(self);
     return PTSC_OK;

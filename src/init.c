@@ -24,7 +24,7 @@ int ptsc__check_ready(const char *call)
  * ranks alike (every rank sees the same reduced values). */
 static int check_agreement(MPI_Comm world)
 {
-    long long mine[4] = {ptsc__g.nthreads, ptsc__g.cfg.comm, ptsc__g.staging,
+    long long mine[4] = {ptsc__g.nthreads, ptsc__g.cfg.comm, ptsc__g.framed,
                          (long long)ptsc__g.cfg.staging_chunk};
     long long v[8], hi[8];
     for (int i = 0; i < 4; i++) {
@@ -100,6 +100,18 @@ static int choose_paths(void)
         ptsc__g.staging = !ptsc__g.cuda_aware;
     else
         ptsc__g.staging = c->staging == PTSC__STAGING_ALWAYS;
+    /* A job that stages frames its messages above a chunk (engine.c); without
+     * a device, `always` sends host buffers through the ring instead, so the
+     * staging state machine runs on CPU-only machines too. */
+    ptsc__g.framed = ptsc__g.staging;
+    ptsc__g.stage_host = ptsc__g.staging && ptsc__g.ndevices == 0;
+    /* On a CUDA-aware MPI, device messages below PTSC_DIRECT_MIN are staged
+     * (one slot, so never above a chunk); auto is the crossover measured on
+     * an H200 (docs/perf). */
+    size_t dmin = c->direct_min ? c->direct_min : PTSC__DIRECT_MIN_AUTO;
+    ptsc__g.direct_min = ptsc__g.cuda_aware && !ptsc__g.staging ? dmin : 0;
+    if (ptsc__g.direct_min > c->staging_chunk)
+        ptsc__g.direct_min = c->staging_chunk;
     if (ptsc__g.ndevices > 0 && !ptsc__g.staging && !ptsc__g.cuda_aware)
         ptsc__log(PTSC__LOG_WARN, "PTSC_STAGING=never with an MPI that is not CUDA-aware: device buffers "
                                   "will reach MPI as they are");

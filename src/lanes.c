@@ -5,16 +5,20 @@
  * thread index t in the same order on every rank during ptsc_init (never
  * from concurrent threads: MPI_Comm_dup is collective). A message for thread
  * j travels on lane j, so only thread j's receives can match it; the sender's
- * thread index rides in the tag: mpi_tag = tag * T + src_thread. Collectives
- * of thread t run on lane t, whose collective context MPI keeps apart from
- * its point-to-point traffic.
+ * thread index and the message kind ride in the tag:
+ *     mpi_tag = (x * 2 + kind) * T + src_thread
+ * where kind 0 is a message's first (or only) part, x its tag, and kind 1 a
+ * continuation piece of a framed message, x the message's id (engine.c).
+ * Collectives of thread t run on lane t, whose collective context MPI keeps
+ * apart from its point-to-point traffic.
  *
  * PTSC_COMM=shared: one duplicate for everything; both thread indices ride
- * in the tag: mpi_tag = ((tag * 2 + coll) * T + src) * T + dst, where coll
- * marks the collectives ptsc builds from point-to-point messages (MPI
+ * in the tag: mpi_tag = ((x * 3 + kind) * T + src) * T + dst, with kind 2
+ * for the collectives ptsc builds from point-to-point messages (MPI
  * collectives on one communicator cannot run from concurrent threads).
  *
- * The usable tag range, [0, ptsc_tag_max()], follows from MPI_TAG_UB.
+ * The usable tag range, [0, ptsc_tag_max()], follows from MPI_TAG_UB; the
+ * same range numbers the ids of framed messages (modulo its size).
  */
 #include "ptsc_internal.h"
 
@@ -32,7 +36,7 @@ int ptsc__lanes_create(MPI_Comm world)
     int *ub = NULL, flag = 0;
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     long long tag_ub = flag && ub ? *ub : 32767; /* the standard's minimum */
-    long long space = shared ? (tag_ub + 1) / (2LL * T * T) : (tag_ub + 1) / T;
+    long long space = shared ? (tag_ub + 1) / (3LL * T * T) : (tag_ub + 1) / (2LL * T);
     if (space < 1)
         return ptsc__err(
             PTSC_ERR_CONFIG,
@@ -69,32 +73,46 @@ void ptsc__lanes_free(void)
     ptsc__g.nlanes = 0;
 }
 
-static void addr(int src, int dst, int peer, int tag, int coll, ptsc__addr_t *a)
+static void addr(int src, int dst, int peer, int x, int kind, ptsc__addr_t *a)
 {
     int T = ptsc__g.nthreads;
     a->rank = peer;
     if (ptsc__g.cfg.comm == PTSC__COMM_SHARED) {
         a->comm = ptsc__g.lanes[0];
-        a->tag = ((tag * 2 + coll) * T + src) * T + dst;
+        a->tag = ((x * 3 + kind) * T + src) * T + dst;
     } else {
         a->comm = ptsc__g.lanes[dst];
-        a->tag = tag * T + src;
+        a->tag = (x * 2 + kind) * T + src;
     }
 }
 
 int ptsc__lanes_send_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a)
 {
-    addr(me, thread, rank, tag, 0, a);
+    addr(me, thread, rank, tag, PTSC__KIND_FIRST, a);
     return PTSC_OK;
 }
 
 int ptsc__lanes_recv_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a)
 {
-    addr(thread, me, rank, tag, 0, a);
+    addr(thread, me, rank == PTSC_ANY_RANK ? MPI_ANY_SOURCE : rank, tag, PTSC__KIND_FIRST, a);
     return PTSC_OK;
 }
 
-void ptsc__lanes_coll_addr(int me, int rank, int tag, ptsc__addr_t *a) { addr(me, me, rank, tag, 1, a); }
+void ptsc__lanes_cont_addr(int src, int dst, int peer, unsigned id, ptsc__addr_t *a)
+{
+    addr(src, dst, peer, (int)(id % (unsigned)(ptsc__g.tag_max + 1)), PTSC__KIND_CONT, a);
+}
+
+void ptsc__lanes_decode(int mpi_tag, int *src_thread, int *tag)
+{
+    int T = ptsc__g.nthreads;
+    if (ptsc__g.cfg.comm == PTSC__COMM_SHARED)
+        mpi_tag /= T;
+    *src_thread = mpi_tag % T;
+    *tag = mpi_tag / T / (ptsc__g.cfg.comm == PTSC__COMM_SHARED ? 3 : 2);
+}
+
+void ptsc__lanes_coll_addr(int me, int rank, int tag, ptsc__addr_t *a) { addr(me, me, rank, tag, 2, a); }
 
 MPI_Comm ptsc__lanes_coll_comm(int me)
 {

@@ -45,7 +45,18 @@ int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg)
             if (trc == PTSC_OK) {
                 trc = fn(ctx, arg);
                 if (!was_attached) {
+                    /* Requests the body left in flight are completed (or,
+                     * receives nothing matched, cancelled) before the
+                     * context goes: the region's end must not lose them. */
+                    int pending = ptsc__engine_pending(ctx);
+                    if (pending)
+                        ptsc__engine_drain(ctx);
                     int drc = ptsc_thread_detach();
+                    if (drc == PTSC_OK && pending)
+                        drc = ptsc__err(PTSC_ERR_PENDING,
+                                        "ptsc_omp_run: thread %d returned with %d request(s) not completed; "
+                                        "they were completed or cancelled at the end of the region",
+                                        t, pending);
                     if (trc == PTSC_OK)
                         trc = drc;
                 }

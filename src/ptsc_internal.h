@@ -10,8 +10,10 @@
  *   lanes.c    communicator lanes, (rank, thread) addressing, tags
  *   sync.c     the scope policy: what is synchronised before MPI
  *   memory.c   buffer classes and their per-thread cache
- *   staging.c  per-thread pinned staging buffers
- *   p2p.c      point-to-point calls and requests
+ *   staging.c  per-thread pinned buffers of any size (collectives)
+ *   ring.c     the staging ring: bounded chunk-sized pinned slots (engine)
+ *   engine.c   the transfer engine: protocol, requests, matching, progress
+ *   p2p.c      point-to-point public calls over the engine
  *   coll.c     collectives over lanes
  *   omp.c      OpenMP helpers
  *   gpu_cuda.c / gpu_none.c   the GPU layer (one is built)
@@ -28,6 +30,8 @@
 #define PTSC__DETAIL_LEN 512
 #define PTSC__MAX_DEVLIST 64
 #define PTSC__MAX_THREADS_LIMIT 4096
+/* PTSC_DIRECT_MIN=auto: device messages below this go staged on a CUDA-aware MPI. */
+#define PTSC__DIRECT_MIN_AUTO ((size_t)1 << 20)
 
 /* ------------------------------------------------------------------------ */
 /* status.c: errors and logging                                              */
@@ -66,7 +70,9 @@ typedef struct {
     int cuda_aware; /* PTSC__TRI_* */
     int staging;    /* PTSC__STAGING_* */
     size_t staging_chunk;
-    int log; /* PTSC__LOG_* */
+    int staging_depth; /* slots per staging ring */
+    size_t direct_min; /* 0: auto */
+    int log;           /* PTSC__LOG_* */
     int stats;
     int print_config;
     unsigned long long from_env; /* bit i: row i of the table was set in the environment */
@@ -98,6 +104,25 @@ enum { PTSC__STATE_NONE = 0, PTSC__STATE_READY = 1, PTSC__STATE_DONE = 2 };
 
 typedef struct ptsc__stagebuf ptsc__stagebuf_t;
 
+/* Framed messages start with this header (engine.c). */
+#define PTSC__HDR_BYTES 16
+
+/* A staging ring slot (ring.c): one chunk plus a header of pinned memory. */
+typedef struct {
+    char *host;  /* NULL until first used */
+    void *event; /* recorded after the copies queued on the slot */
+    int busy;
+} ptsc__slot_t;
+
+typedef struct {
+    ptsc__slot_t *slots;
+    int n;
+} ptsc__ring_t;
+
+enum { PTSC__RING_SEND = 0, PTSC__RING_RECV = 1 };
+
+struct ptsc__stash; /* probed messages not yet received (engine.c) */
+
 struct ptsc_ctx {
     int index;       /* thread slot, also the lane where this thread receives */
     int device;      /* CUDA device, -1 without a GPU */
@@ -110,8 +135,14 @@ struct ptsc_ctx {
     ptsc__stagebuf_t *stage_free;    /* idle pinned buffers */
     ptsc__stagebuf_t *stage_pending; /* released, waiting for their copy to finish */
     struct ptsc_request *req_free;   /* recycled request objects */
-    void **ev_free;                  /* recycled CUDA events (p2p pipelining) */
-    int nev_free, cap_ev_free;
+    /* Transfer engine (engine.c): requests in flight, in the order they
+     * started, and the number the program has not completed yet. */
+    struct ptsc_request *active, *active_tail;
+    int outstanding;
+    unsigned next_id;          /* ids of framed messages this thread sends */
+    struct ptsc__stash *stash; /* probed, not yet received */
+    ptsc__ring_t ring[2];      /* PTSC__RING_SEND, PTSC__RING_RECV (ring.c) */
+    void *sync_event;          /* sync.c: thread-scope sync and race check; NULL until first used */
 };
 
 typedef struct {
@@ -126,6 +157,9 @@ typedef struct {
     int ndevices;         /* usable CUDA devices; 0: host-only */
     int cuda_aware;       /* device pointers go to MPI directly */
     int staging;          /* device buffers are staged through pinned memory */
+    int framed;           /* messages above a chunk may travel framed (engine.c); all ranks agree */
+    int stage_host;       /* no device, PTSC_STAGING=always: host buffers exercise the ring */
+    size_t direct_min;    /* CUDA-aware: device messages below this are staged */
     pthread_mutex_t lock; /* guards slots[] and retired[] */
     ptsc_ctx_t **slots;
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
@@ -175,6 +209,14 @@ void ptsc__lanes_free(void);
 int ptsc__lanes_send_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a);
 /* Where thread `me` receives a message from (rank, thread) with `tag`. */
 int ptsc__lanes_recv_addr(int me, int rank, int thread, int tag, ptsc__addr_t *a);
+/* Kinds of message parts (see lanes.c): a message's first part, and the
+ * continuation pieces of a framed message, addressed by the message's id. */
+enum { PTSC__KIND_FIRST = 0, PTSC__KIND_CONT = 1 };
+/* Where the continuation pieces of framed message `id` from thread `src` to
+ * thread `dst` travel; `peer` is the rank on the other side. */
+void ptsc__lanes_cont_addr(int src, int dst, int peer, unsigned id, ptsc__addr_t *a);
+/* Source thread and tag of a received first part, from its MPI tag. */
+void ptsc__lanes_decode(int mpi_tag, int *src_thread, int *tag);
 /* The communicator a thread's collectives use (its lane). */
 MPI_Comm ptsc__lanes_coll_comm(int me);
 /* PTSC_COMM=shared: where thread `me`'s collective messages to or from
@@ -193,13 +235,17 @@ int ptsc__sync_resolve(const ptsc_ctx_t *ctx, int scope);
 int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope);
 /* Make a buffer of class `cls` safe for MPI per the context's scope.
  * `staged`: the buffer is copied on the context's stream before MPI sees
- * it, which already orders it after the thread's own work, so the thread
- * scope needs no sync. Runs the race check on direct hand-overs.
+ * it, which already orders it after the thread's own work and earlier
+ * legacy-stream work, so the thread scope needs no sync. Runs the race
+ * check on direct hand-overs that no sync ordered (scope none).
  * `call` names the API call for messages. */
 int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const char *call);
 /* Everything a buffer needs before MPI touches it: classify `buf`, decide
  * whether it is staged (*staged), and sync per scope. NULL buffers are host. */
 int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call);
+/* Free what the sync module keeps in a context (its event). Called when the
+ * context is released, with the context's device current. */
+void ptsc__sync_ctx_release(ptsc_ctx_t *ctx);
 
 /* ------------------------------------------------------------------------ */
 /* memory.c: buffer classes                                                  */
@@ -232,6 +278,53 @@ int ptsc__stage_release(ptsc_ctx_t *ctx, ptsc__stagebuf_t *sb, int after_stream)
 void ptsc__stage_destroy(ptsc_ctx_t *ctx);
 
 /* ------------------------------------------------------------------------ */
+/* ring.c: bounded staging slots for the engine                              */
+/* ------------------------------------------------------------------------ */
+
+/* An idle slot of ring `dir`, or *slot = NULL when all are busy. */
+int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, ptsc__slot_t **slot);
+/* Give a slot back: at once (no copy is queued on it), or once its event
+ * completed (a copy is queued; the slot is reused only after it ran). */
+void ptsc__ring_put(ptsc__slot_t *slot);
+void ptsc__ring_put_after(ptsc__slot_t *slot);
+/* Copy on the context's stream (memcpy without a device) and record the slot's event. */
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n);
+int ptsc__ring_done(ptsc__slot_t *slot, int *done);
+int ptsc__ring_wait(ptsc__slot_t *slot);
+/* Free both rings (their copies are waited for). */
+void ptsc__ring_destroy(ptsc_ctx_t *ctx);
+
+/* ------------------------------------------------------------------------ */
+/* engine.c: the transfer engine                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Start a send or receive; `rank` may be PTSC_ANY_RANK for receives. */
+int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
+                       int rank, int thread, int tag, const char *call, struct ptsc_request **out);
+/* Complete (blocking) or test a request; fills info for receives (may be NULL). */
+int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info);
+int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info);
+/* One progress pass over the context's requests in flight. */
+void ptsc__engine_progress(ptsc_ctx_t *ctx);
+/* Probe for a message; blocking unless `flag` is non-NULL. */
+int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info);
+/* Blocking send / receive without a request object where the path allows. */
+int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, const char *call);
+int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, ptsc_info_t *info, const char *call);
+/* Cancel a receive just started (no message matched yet) or complete it. */
+int ptsc__engine_cancel(struct ptsc_request *r);
+ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r);
+/* Thread exit or finalize: complete what can complete, cancel receives no
+ * message matched, free requests and stash. Returns how many were pending. */
+int ptsc__engine_drain(ptsc_ctx_t *ctx);
+/* Requests the program started and has not completed. */
+static inline int ptsc__engine_pending(const ptsc_ctx_t *ctx) { return ctx->outstanding; }
+/* Free the context's engine state (requests must be drained). */
+void ptsc__engine_release(ptsc_ctx_t *ctx);
+
+/* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
 /* PTSC_ERR_NO_DEVICE. Errors carry CUDA's message in the detail.            */
 /* ------------------------------------------------------------------------ */
@@ -250,8 +343,6 @@ void ptsc__gpu_stream_release(int kind, void *stream);
 int ptsc__gpu_stream_sync(void *stream);
 int ptsc__gpu_legacy_sync(void);
 int ptsc__gpu_device_sync(void);
-/* *busy = 1 when work queued on `stream` has not finished. */
-int ptsc__gpu_stream_busy(void *stream, int *busy);
 /* *capturing = 1 when syncing at `scope` would touch a stream under capture. */
 int ptsc__gpu_capturing(void *stream, int scope, int *capturing);
 int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls);
@@ -259,6 +350,9 @@ int ptsc__gpu_host_alloc(size_t n, void **p);
 void ptsc__gpu_host_free(void *p);
 /* cudaMemcpyAsync with cudaMemcpyDefault on `stream`. */
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream);
+/* Events. Recorded on a blocking stream (per-thread, owned), an event also
+ * completes only after the legacy-stream work queued before the record:
+ * the thread scope and the race check rely on that (sync.c). */
 int ptsc__gpu_event_create(void **ev);
 void ptsc__gpu_event_destroy(void *ev);
 int ptsc__gpu_event_record(void *ev, void *stream);
@@ -269,8 +363,11 @@ int ptsc__gpu_event_sync(void *ev);
 /* p2p.c: shared checks                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Check a (buf, count, type) argument triple; *bytes = count * type size. */
+/* Check a (buf, count, type) argument triple; *bytes = count * type size
+ * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
 int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
+/* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
+int ptsc__type_is_contiguous(MPI_Datatype type);
 /* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
 int ptsc__check_contiguous(MPI_Datatype type, const char *call);
 

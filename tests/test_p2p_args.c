@@ -30,7 +30,7 @@ static void teardown(void)
         PTSC_ASSERT_ERR(call_of(buf, -1, MPI_INT, 0, 1, 0), PTSC_ERR_COUNT);        \
         PTSC_ASSERT_ERR(call_of(buf, -1000000, MPI_INT, 0, 1, 0), PTSC_ERR_COUNT);  \
         PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, 1, 1, 0), PTSC_ERR_RANK);          \
-        PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, -1, 1, 0), PTSC_ERR_RANK);         \
+        PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, -2, 1, 0), PTSC_ERR_RANK);         \
         PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, 0, 2, 0), PTSC_ERR_THREAD);        \
         PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, 0, -1, 0), PTSC_ERR_THREAD);       \
         PTSC_ASSERT_ERR(call_of(buf, 1, MPI_INT, 0, 1, -1), PTSC_ERR_TAG);          \
@@ -62,6 +62,9 @@ static void expect_no_traffic(void)
 Test(p2p_args, send, .init = setup, .fini = teardown)
 {
     CHECK_PEER_ARGS(SEND);
+    /* PTSC_ANY_RANK is for receives only. */
+    PTSC_ASSERT_ERR(SEND(buf, 1, MPI_INT, PTSC_ANY_RANK, 1, 0), PTSC_ERR_RANK);
+    PTSC_ASSERT_ERR(ISEND(buf, 1, MPI_INT, PTSC_ANY_RANK, 1, 0), PTSC_ERR_RANK);
     expect_no_traffic();
 }
 

@@ -33,7 +33,8 @@
     X(PTSC_ERR_NESTED, -22, "nested OpenMP parallel region (see ptsc_omp_attach)")      \
     X(PTSC_ERR_TRUNCATE, -23, "message size does not match the receive buffer")         \
     X(PTSC_ERR_NO_DEVICE, -24, "no CUDA device available")                              \
-    X(PTSC_ERR_INTERNAL, -25, "internal error")
+    X(PTSC_ERR_INTERNAL, -25, "internal error")                                         \
+    X(PTSC_ERR_PENDING, -26, "requests of the thread are still in flight")
 
 /** Status returned by every ptsc call: PTSC_OK (0) or a negative error. */
 typedef enum {
@@ -43,6 +44,6 @@ typedef enum {
 } ptsc_status_t;
 
 /** Number of status codes (PTSC_OK included); codes are 0 .. -(PTSC_STATUS_COUNT-1). */
-#define PTSC_STATUS_COUNT 26
+#define PTSC_STATUS_COUNT 27
 
 #endif /* PTSC_STATUS_H */

@@ -1,0 +1,1124 @@
+/*
+ * The transfer engine: how one message travels, for point-to-point calls.
+ *
+ * Protocol. Every message is one of two shapes on the wire:
+ *
+ *  - plain: one MPI message on the (sender thread, receiver thread, tag)
+ *    address of lanes.c. A host buffer travels with the caller's count and
+ *    datatype, straight from the caller's memory; a device buffer goes
+ *    straight to a CUDA-aware MPI, or is staged through one ring slot
+ *    (ring.c) and travels as bytes.
+ *  - framed: for messages larger than PTSC_STAGING_CHUNK in a job that
+ *    stages (ptsc__g.framed, the same on every rank). The first part, on the
+ *    same address, is a 16-byte header (total size, message id) followed by
+ *    the first chunk: exactly chunk + 16 bytes. The other chunks follow as
+ *    continuation pieces addressed by the message id (lanes.c kind CONT), so
+ *    pieces of different messages never match each other, and messages of
+ *    one channel that start later never overtake.
+ *
+ * Plain messages of a framed job are at most one chunk, so a receiver tells
+ * the shapes apart from the size of the first part alone (a matched probe,
+ * MPI_Improbe): larger than a chunk means framed. Neither side needs to know
+ * the other's memory, a receive may be larger than the message (it completes
+ * with the actual size) and a message larger than the receive is drained
+ * whole (PTSC_ERR_TRUNCATE, the channel stays intact). Non-overtaking order
+ * per (sender thread, receiver thread, tag) is MPI's own, on the first part.
+ * In a job that never frames, receives are posted to MPI at once, with no
+ * probe.
+ *
+ * Path per message. A host buffer is never copied (PTSC_STAGING=always on a
+ * machine without a device is the exception, for testing: host buffers of
+ * even thread indices then go through the ring). A device or managed buffer
+ * is staged when MPI is not CUDA-aware or PTSC_STAGING=always; on a
+ * CUDA-aware MPI it is staged below PTSC_DIRECT_MIN (a copy beats MPI's own
+ * device path for small messages) and handed to MPI directly above it.
+ *
+ * Progress. A request is a list of pieces, each a small state machine:
+ *   send, staged: IDLE -> COPY (device-to-host copy queued) -> MPI -> DONE
+ *   recv, staged: IDLE -> MPI (into a slot) -> DONE (host-to-device copy queued)
+ *   direct:       IDLE -> MPI -> DONE
+ * Pieces start as ring slots allow and are posted to MPI in order. Every
+ * call of the owning thread into ptsc runs a progress pass over its requests
+ * in the order they started, so ptsc_isend returns at once and several
+ * messages of a thread overlap; a thread that waits drives all of them.
+ * A receive is complete when its data is in MPI's hands or queued on the
+ * thread's stream: the next kernel there sees it (managed memory is waited
+ * for, so that the host may read it at once).
+ */
+#include "ptsc_internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PTSC__MAGIC 0x70747363u /* "ptsc" */
+
+typedef struct {
+    uint64_t total;
+    uint32_t id;
+    uint32_t magic;
+} hdr_t;
+_Static_assert(sizeof(hdr_t) == PTSC__HDR_BYTES, "header size");
+
+enum { P_IDLE = 0, P_COPY, P_MPI, P_DONE };
+enum { R_MATCH = 0, R_RUN, R_DONE };
+
+typedef struct {
+    MPI_Request mreq;
+    ptsc__slot_t *slot;
+    char *scratch; /* a received piece that does not fit the user's buffer as it is */
+    int st;
+} piece_t;
+
+/* A probed message that no receive has taken yet. */
+struct ptsc__stash {
+    struct ptsc__stash *next;
+    int src_rank, src_thread, tag;
+    MPI_Message msg; /* plain: still to receive */
+    size_t n;        /* size of the first part */
+    char *first;     /* framed: the first part, already received */
+};
+
+struct ptsc_request {
+    struct ptsc_request *next; /* free-list link: first member (context.c frees through it) */
+    struct ptsc_request *anext;
+    ptsc_ctx_t *ctx;
+    int is_recv, staged, state, rc, framed;
+    char *user;
+    int count, contig;
+    MPI_Datatype type;
+    size_t bytes; /* send: size; receive: capacity */
+    ptsc_memclass_t cls;
+    int rank, thread, tag; /* the peer as given (rank may be PTSC_ANY_RANK) */
+    ptsc__addr_t a;        /* address of the first part */
+    size_t total;          /* size of the message; receives learn it on arrival */
+    unsigned id;
+    int src_rank;
+    int npieces, nposted, ndone;
+    piece_t one, *pc;
+    hdr_t hdr;
+    MPI_Datatype first_type; /* host framed first part: {header, first chunk} */
+    MPI_Message msg;         /* receive: matched first part, to be received */
+    size_t first_n;
+    char *first; /* receive: first part received by a probe */
+};
+
+static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
+
+/* ------------------------------------------------------------------------ */
+/* Path choice                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Whether a buffer of class `cls` and `bytes` travels through the ring. */
+static int choose_staged(const ptsc_ctx_t *ctx, ptsc_memclass_t cls, size_t bytes, int contig)
+{
+    if (bytes == 0)
+        return 0;
+    if (cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED)
+        return ptsc__g.staging || (contig && bytes < ptsc__g.direct_min);
+    return cls == PTSC_MEM_HOST && ptsc__g.stage_host && contig && ctx->index % 2 == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
+{
+    struct ptsc_request *r = ctx->req_free;
+    if (r)
+        ctx->req_free = r->next;
+    else if (!(r = malloc(sizeof *r)))
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->ctx = ctx;
+    r->pc = &r->one;
+    r->one.mreq = MPI_REQUEST_NULL;
+    r->msg = MPI_MESSAGE_NULL;
+    r->first_type = MPI_DATATYPE_NULL;
+    return r;
+}
+
+static void req_put(struct ptsc_request *r)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    if (r->pc != &r->one)
+        free(r->pc);
+    free(r->first);
+    if (r->first_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&r->first_type);
+    r->next = ctx->req_free;
+    ctx->req_free = r;
+}
+
+static void active_add(struct ptsc_request *r)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    r->anext = NULL;
+    if (ctx->active_tail)
+        ctx->active_tail->anext = r;
+    else
+        ctx->active = r;
+    ctx->active_tail = r;
+}
+
+static void active_remove(struct ptsc_request *r)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    struct ptsc_request **pp = &ctx->active, *prev = NULL;
+    while (*pp && *pp != r) {
+        prev = *pp;
+        pp = &(*pp)->anext;
+    }
+    if (!*pp)
+        return;
+    *pp = r->anext;
+    if (ctx->active_tail == r)
+        ctx->active_tail = prev;
+}
+
+static int set_pieces(struct ptsc_request *r, int n)
+{
+    r->npieces = n;
+    if (n > 1) {
+        if (!(r->pc = calloc((size_t)n, sizeof *r->pc))) {
+            r->pc = &r->one;
+            r->npieces = 1;
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc: %d message pieces", n);
+        }
+        for (int k = 0; k < n; k++)
+            r->pc[k].mreq = MPI_REQUEST_NULL;
+    }
+    return PTSC_OK;
+}
+
+static void piece_range(const struct ptsc_request *r, int k, size_t *off, size_t *len)
+{
+    *off = (size_t)k * chunk();
+    *len = r->total - *off < chunk() ? r->total - *off : chunk();
+}
+
+static void fail(struct ptsc_request *r, int rc)
+{
+    if (r->rc == PTSC_OK)
+        r->rc = rc;
+}
+
+static int mpi_status(int mpi_rc, const char *what)
+{
+    int cls = MPI_ERR_OTHER;
+    MPI_Error_class(mpi_rc, &cls);
+    if (cls == MPI_ERR_TRUNCATE)
+        return ptsc__err(PTSC_ERR_TRUNCATE, "%s: the message is larger than the receive buffer", what);
+    return ptsc__err_mpi(mpi_rc, what);
+}
+
+static size_t status_bytes(const MPI_Status *st)
+{
+    MPI_Count n = 0;
+    MPI_Get_elements_x(st, MPI_BYTE, &n);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sends                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The first part of a framed host send: header and first chunk, no copy. */
+static int make_first_type(struct ptsc_request *r)
+{
+    int lens[2] = {PTSC__HDR_BYTES, (int)chunk()};
+    MPI_Aint disp[2];
+    MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE};
+    MPI_Get_address(&r->hdr, &disp[0]);
+    MPI_Get_address(r->user, &disp[1]);
+    int mrc = MPI_Type_create_struct(2, lens, disp, types, &r->first_type);
+    if (mrc == MPI_SUCCESS)
+        mrc = MPI_Type_commit(&r->first_type);
+    return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, "ptsc: header datatype");
+}
+
+static void piece_addr(const struct ptsc_request *r, int k, ptsc__addr_t *a)
+{
+    if (k == 0) {
+        *a = r->a;
+        return;
+    }
+    int me = r->ctx->index;
+    if (r->is_recv)
+        ptsc__lanes_cont_addr(r->thread, me, r->src_rank, r->id, a);
+    else
+        ptsc__lanes_cont_addr(me, r->thread, r->rank, r->id, a);
+}
+
+/* Advance send piece k; *moved = 1 when its state changed. */
+static void send_step(struct ptsc_request *r, int k, int *moved)
+{
+    piece_t *p = &r->pc[k];
+    ptsc_ctx_t *ctx = r->ctx;
+    size_t off, len;
+    piece_range(r, k, &off, &len);
+    int hdr = r->framed && k == 0 ? PTSC__HDR_BYTES : 0, rc = PTSC_OK;
+    if (p->st == P_IDLE && r->staged) {
+        if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &p->slot)) != PTSC_OK || !p->slot)
+            goto out;
+        if (hdr)
+            memcpy(p->slot->host, &r->hdr, PTSC__HDR_BYTES);
+        p->st = P_COPY;
+        *moved = 1;
+        rc = ptsc__ring_copy(ctx, p->slot, p->slot->host + hdr, r->user + off, len);
+        if (rc != PTSC_OK)
+            goto out;
+    }
+    if (p->st == P_COPY) {
+        int done = 0;
+        if ((rc = ptsc__ring_done(p->slot, &done)) != PTSC_OK || !done)
+            goto out;
+    }
+    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted) {
+        ptsc__addr_t a;
+        piece_addr(r, k, &a);
+        int mrc;
+        if (r->staged)
+            mrc = MPI_Isend(p->slot->host, (int)(len + hdr), MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        else if (!r->framed)
+            mrc = MPI_Isend(r->user, r->count, r->type, a.rank, a.tag, a.comm, &p->mreq);
+        else if (k == 0)
+            mrc = MPI_Isend(MPI_BOTTOM, 1, r->first_type, a.rank, a.tag, a.comm, &p->mreq);
+        else
+            mrc = MPI_Isend(r->user + off, (int)len, MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        if (mrc != MPI_SUCCESS) {
+            rc = ptsc__err_mpi(mrc, "ptsc send");
+            goto out;
+        }
+        p->st = P_MPI;
+        r->nposted++;
+        *moved = 1;
+    }
+    if (p->st == P_MPI) {
+        int flag = 0, mrc = MPI_Test(&p->mreq, &flag, MPI_STATUS_IGNORE);
+        if (mrc != MPI_SUCCESS) {
+            rc = ptsc__err_mpi(mrc, "ptsc send");
+            goto out;
+        }
+        if (flag) {
+            ptsc__ring_put(p->slot);
+            p->slot = NULL;
+            p->st = P_DONE;
+            r->ndone++;
+            *moved = 1;
+        }
+    }
+out:
+    if (rc != PTSC_OK)
+        fail(r, rc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Receives                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Bytes of piece k that land in the user's buffer (what fits the capacity). */
+static size_t piece_fit(const struct ptsc_request *r, size_t off, size_t len)
+{
+    if (!r->contig || off >= r->bytes)
+        return 0;
+    return r->bytes - off < len ? r->bytes - off : len;
+}
+
+/* A framed first part arrived (header at `h`): learn the message's shape. */
+static int got_header(struct ptsc_request *r, const hdr_t *h)
+{
+    if (h->magic != PTSC__MAGIC || h->total <= chunk())
+        return ptsc__err(PTSC_ERR_INTERNAL,
+                         "ptsc receive: a %zu-byte first part from rank %d is not a ptsc frame (do all ranks "
+                         "use the same PTSC_STAGING_CHUNK?)",
+                         r->first_n, r->src_rank);
+    r->hdr = *h;
+    r->total = h->total;
+    r->id = h->id;
+    size_t n = (r->total + chunk() - 1) / chunk();
+    if (n > (size_t)1 << 30)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED, "ptsc receive: %zu pieces", n);
+    piece_t first = r->pc[0];
+    int rc = set_pieces(r, (int)n);
+    r->pc[0] = first;
+    if (rc == PTSC_OK && r->total > r->bytes)
+        rc = ptsc__err(PTSC_ERR_TRUNCATE,
+                       "ptsc receive: a %zu-byte message from rank %d thread %d does not fit the %zu-byte "
+                       "receive buffer (the message was drained; the channel is intact)",
+                       (size_t)r->total, r->src_rank, r->thread, r->bytes);
+    else if (rc == PTSC_OK && !r->contig)
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED,
+                       "ptsc receive: a %zu-byte framed message into a non-contiguous datatype (receive into "
+                       "contiguous memory and unpack)",
+                       (size_t)r->total);
+    return rc;
+}
+
+/* Hand the received part of piece k to the user's buffer. */
+static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t len)
+{
+    size_t off = (size_t)k * chunk(), fit = piece_fit(r, off, len);
+    if (!fit)
+        return PTSC_OK;
+    piece_t *p = &r->pc[k];
+    if (p->slot)
+        return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit);
+    memcpy(r->user + off, data, fit);
+    return PTSC_OK;
+}
+
+/* Post the receive of piece k. */
+static int recv_post(struct ptsc_request *r, int k)
+{
+    piece_t *p = &r->pc[k];
+    ptsc__addr_t a;
+    piece_addr(r, k, &a);
+    int framed0 = r->framed && k == 0, mrc;
+    size_t off = 0, len = r->first_n;
+    if (!framed0 && r->framed)
+        piece_range(r, k, &off, &len);
+    void *buf = NULL;
+    int count = 0;
+    MPI_Datatype type = MPI_BYTE;
+    if (r->staged) {
+        if (!r->framed && r->msg == MPI_MESSAGE_NULL)
+            len = r->bytes; /* a plain staged receive posted before its message: capacity */
+        buf = p->slot->host;
+        count = (int)len;
+    } else if (!r->framed) {
+        buf = r->user;
+        count = r->count;
+        type = r->type;
+    } else if (framed0 && r->contig && r->bytes >= chunk()) {
+        int lens[2] = {PTSC__HDR_BYTES, (int)chunk()};
+        MPI_Aint disp[2];
+        MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE};
+        MPI_Get_address(&r->hdr, &disp[0]);
+        MPI_Get_address(r->user, &disp[1]);
+        mrc = MPI_Type_create_struct(2, lens, disp, types, &r->first_type);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Type_commit(&r->first_type);
+        if (mrc != MPI_SUCCESS)
+            return ptsc__err_mpi(mrc, "ptsc receive: header datatype");
+        buf = MPI_BOTTOM;
+        count = 1;
+        type = r->first_type;
+    } else if (!framed0 && piece_fit(r, off, len) == len) {
+        buf = r->user + off;
+        count = (int)len;
+    } else {
+        if (!(p->scratch = malloc(len ? len : 1)))
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu-byte piece", len);
+        buf = p->scratch;
+        count = (int)len;
+    }
+    if (k == 0 && r->msg != MPI_MESSAGE_NULL)
+        mrc = MPI_Imrecv(buf, count, type, &r->msg, &p->mreq);
+    else
+        mrc = MPI_Irecv(buf, count, type, a.rank, a.tag, a.comm, &p->mreq);
+    return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, "ptsc receive");
+}
+
+/* Piece k's MPI receive completed with status `st`. */
+static int recv_arrived(struct ptsc_request *r, int k, const MPI_Status *st)
+{
+    piece_t *p = &r->pc[k];
+    size_t n = status_bytes(st);
+    int rc = PTSC_OK;
+    if (k == 0 && r->src_rank < 0)
+        r->src_rank = st->MPI_SOURCE;
+    if (k == 0 && !r->framed) {
+        r->total = n;
+        if (r->staged)
+            rc = recv_deliver(r, 0, p->slot->host, n);
+        if (rc == PTSC_OK && n > r->bytes)
+            rc = ptsc__err(PTSC_ERR_TRUNCATE,
+                           "ptsc receive: a %zu-byte message does not fit the %zu-byte buffer", n, r->bytes);
+        return rc;
+    }
+    if (k == 0) {
+        const char *data;
+        hdr_t h;
+        if (r->staged || p->scratch) {
+            const char *base = r->staged ? p->slot->host : p->scratch;
+            memcpy(&h, base, sizeof h);
+            data = base + PTSC__HDR_BYTES;
+        } else {
+            h = r->hdr; /* received in place through the header datatype */
+            data = NULL;
+        }
+        int hrc = got_header(r, &h);
+        if (hrc == PTSC_ERR_INTERNAL || hrc == PTSC_ERR_NO_MEMORY)
+            return hrc;
+        if (hrc != PTSC_OK)
+            fail(r, hrc); /* truncation or layout: keep draining the pieces */
+        if (data)
+            rc = recv_deliver(r, 0, data, chunk());
+        return rc;
+    }
+    if (r->staged)
+        return recv_deliver(r, k, p->slot->host, n);
+    if (p->scratch)
+        return recv_deliver(r, k, p->scratch, n);
+    return PTSC_OK;
+}
+
+/* Advance receive piece k (its message is matched). */
+static void recv_step(struct ptsc_request *r, int k, int *moved)
+{
+    piece_t *p = &r->pc[k];
+    int rc = PTSC_OK;
+    if (p->st == P_IDLE) {
+        if (k != r->nposted)
+            return;
+        if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, &p->slot)) != PTSC_OK)
+            goto out;
+        if (r->staged && !p->slot)
+            return;
+        if ((rc = recv_post(r, k)) != PTSC_OK)
+            goto out;
+        p->st = P_MPI;
+        r->nposted++;
+        *moved = 1;
+    }
+    if (p->st == P_MPI) {
+        int flag = 0;
+        MPI_Status st;
+        int mrc = MPI_Test(&p->mreq, &flag, &st);
+        if (mrc != MPI_SUCCESS) {
+            rc = mpi_status(mrc, "ptsc receive");
+            if (rc == PTSC_ERR_TRUNCATE) /* plain: MPI consumed the message */
+                r->total = r->bytes;
+            ptsc__ring_put(p->slot); /* nothing was copied from it */
+            p->slot = NULL;
+            p->st = P_DONE;
+            r->ndone++;
+            *moved = 1;
+            goto out;
+        }
+        if (!flag)
+            return;
+        *moved = 1;
+        int cancelled = 0;
+        MPI_Test_cancelled(&st, &cancelled);
+        if (cancelled) { /* drained at thread exit: no message came */
+            ptsc__ring_put(p->slot);
+            p->slot = NULL;
+            p->st = P_DONE;
+            r->ndone++;
+            rc = PTSC_ERR_PENDING;
+            goto out;
+        }
+        rc = recv_arrived(r, k, &st);
+        p = &r->pc[k]; /* the header may have grown the piece array */
+        free(p->scratch);
+        p->scratch = NULL;
+        p->st = P_COPY;
+        if (rc != PTSC_OK)
+            goto out;
+    }
+    if (p->st == P_COPY) {
+        /* A device receive is complete once its copy is queued on the
+         * thread's stream; the slot returns when the copy ran. Managed
+         * memory may be read by the host at once: wait for it. */
+        if (p->slot && r->cls == PTSC_MEM_MANAGED && (rc = ptsc__ring_wait(p->slot)) != PTSC_OK)
+            goto out;
+        if (p->slot)
+            ptsc__ring_put_after(p->slot);
+        p->slot = NULL;
+        p->st = P_DONE;
+        r->ndone++;
+        *moved = 1;
+    }
+out:
+    if (rc != PTSC_OK) {
+        fail(r, rc);
+        if (p->st == P_COPY) {
+            /* The copy may still be queued: the slot returns after it. */
+            if (p->slot)
+                ptsc__ring_put_after(p->slot);
+            p->slot = NULL;
+            p->st = P_DONE;
+            r->ndone++;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matching (framed jobs)                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int spec_match(int rank, int thread, int tag, int src_rank, int src_thread, int src_tag)
+{
+    return thread == src_thread && tag == src_tag && (rank == PTSC_ANY_RANK || rank == src_rank);
+}
+
+/* The first part of a message is known: shape the request from its size. */
+static int matched(struct ptsc_request *r, MPI_Message msg, size_t n, int src, char *first)
+{
+    r->msg = msg;
+    r->first_n = n;
+    r->src_rank = src;
+    r->first = first;
+    r->framed = n > chunk();
+    if (r->framed && n != chunk() + PTSC__HDR_BYTES)
+        return ptsc__err(PTSC_ERR_INTERNAL,
+                         "ptsc receive: a %zu-byte first part from rank %d is neither a plain message nor a "
+                         "frame (do all ranks use the same PTSC_STAGING_CHUNK?)",
+                         n, src);
+    if (!r->framed && !r->staged)
+        return PTSC_OK;
+    if (r->framed && !r->staged && r->cls != PTSC_MEM_HOST && r->cls != PTSC_MEM_PINNED)
+        return ptsc__err(PTSC_ERR_INTERNAL, "ptsc receive: framed message into an unstaged device buffer");
+    r->total = r->framed ? 0 : n;
+    return PTSC_OK;
+}
+
+static struct ptsc__stash *stash_take(ptsc_ctx_t *ctx, int rank, int thread, int tag, int remove)
+{
+    for (struct ptsc__stash **pp = &ctx->stash; *pp; pp = &(*pp)->next) {
+        struct ptsc__stash *s = *pp;
+        if (spec_match(rank, thread, tag, s->src_rank, s->src_thread, s->tag)) {
+            if (remove)
+                *pp = s->next;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* A first part received by a probe: treat piece 0 as arrived. */
+static int take_first(struct ptsc_request *r)
+{
+    piece_t *p = &r->pc[0];
+    hdr_t h;
+    memcpy(&h, r->first, sizeof h);
+    p->st = P_COPY;
+    r->nposted = 1;
+    int rc = got_header(r, &h);
+    if (rc == PTSC_ERR_INTERNAL || rc == PTSC_ERR_NO_MEMORY)
+        return rc;
+    if (rc != PTSC_OK)
+        fail(r, rc);
+    /* Delivered at once: this path is rare (a probe of a framed message). */
+    size_t fit = piece_fit(r, 0, chunk());
+    const char *data = r->first + PTSC__HDR_BYTES;
+    if (!fit)
+        return PTSC_OK;
+    if (!r->staged || ptsc__g.ndevices == 0) {
+        memcpy(r->user, data, fit);
+        return PTSC_OK;
+    }
+    int crc = ptsc__gpu_copy_async(r->user, data, fit, r->ctx->stream);
+    return crc == PTSC_OK ? ptsc__gpu_stream_sync(r->ctx->stream) : crc;
+}
+
+/* Try to match a waiting receive; *moved = 1 when it did. */
+static int try_match(struct ptsc_request *r, int *moved)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    struct ptsc__stash *s = stash_take(ctx, r->rank, r->thread, r->tag, 1);
+    int rc;
+    if (s) {
+        rc = matched(r, s->msg, s->n, s->src_rank, s->first);
+        free(s);
+    } else {
+        int flag = 0;
+        MPI_Message msg;
+        MPI_Status st;
+        int mrc = MPI_Improbe(r->a.rank, r->a.tag, r->a.comm, &flag, &msg, &st);
+        if (mrc != MPI_SUCCESS)
+            return ptsc__err_mpi(mrc, "ptsc receive: MPI_Improbe");
+        if (!flag)
+            return PTSC_OK;
+        rc = matched(r, msg, status_bytes(&st), st.MPI_SOURCE, NULL);
+    }
+    *moved = 1;
+    r->state = R_RUN;
+    if (rc == PTSC_OK && r->framed && r->first)
+        rc = take_first(r);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Progress                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A finished request stays on the active list until the program completes
+ * it (wait or test), so that the context always knows what it holds. */
+static void finish_if_done(struct ptsc_request *r)
+{
+    if (r->state == R_RUN && r->ndone == r->npieces)
+        r->state = R_DONE;
+}
+
+/* After an error, pieces not yet posted are never posted, posted receives
+ * are cancelled and the request completes when MPI let go of everything. */
+static void abandon(struct ptsc_request *r)
+{
+    for (int k = 0; k < r->npieces; k++) {
+        piece_t *p = &r->pc[k];
+        if (p->st == P_MPI && p->mreq != MPI_REQUEST_NULL) {
+            if (r->is_recv)
+                MPI_Cancel(&p->mreq);
+            MPI_Wait(&p->mreq, MPI_STATUS_IGNORE);
+        }
+        if (p->slot) {
+            (void)ptsc__ring_wait(p->slot);
+            ptsc__ring_put(p->slot);
+            p->slot = NULL;
+        }
+        free(p->scratch);
+        p->scratch = NULL;
+        p->st = P_DONE;
+    }
+    if (r->msg != MPI_MESSAGE_NULL) {
+        /* Matched but never received: take it off MPI's hands. */
+        MPI_Status st;
+        char sink;
+        if (r->first_n <= 1)
+            MPI_Mrecv(&sink, 1, MPI_BYTE, &r->msg, &st);
+        else {
+            char *tmp = malloc(r->first_n);
+            if (tmp)
+                MPI_Mrecv(tmp, (int)r->first_n, MPI_BYTE, &r->msg, &st);
+            free(tmp);
+        }
+    }
+    r->ndone = r->npieces;
+    r->state = R_RUN;
+    finish_if_done(r);
+}
+
+static void step(struct ptsc_request *r, int *moved)
+{
+    if (r->state == R_MATCH) {
+        int rc = try_match(r, moved);
+        if (rc != PTSC_OK) {
+            fail(r, rc);
+            abandon(r);
+            return;
+        }
+        if (r->state == R_MATCH)
+            return;
+    }
+    for (int k = 0; k < r->npieces; k++) {
+        if (r->pc[k].st == P_DONE)
+            continue;
+        if (r->is_recv)
+            recv_step(r, k, moved);
+        else
+            send_step(r, k, moved);
+        /* Truncation and layout errors keep draining; others stop. */
+        if (r->rc != PTSC_OK && r->rc != PTSC_ERR_TRUNCATE && r->rc != PTSC_ERR_UNSUPPORTED) {
+            abandon(r);
+            return;
+        }
+        if (r->pc[k].st == P_IDLE && k >= r->nposted)
+            break; /* later pieces wait for this one (slots, order) */
+    }
+    finish_if_done(r);
+}
+
+/* Receives of one pass that found no message: later receives of the same
+ * channel must not match before them (MPI's order of posted receives). */
+typedef struct {
+    int n;
+    int rank[8], thread[8], tag[8];
+} blocked_t;
+
+static int is_blocked(const blocked_t *b, const struct ptsc_request *r)
+{
+    if (b->n > 8)
+        return 1;
+    for (int i = 0; i < b->n; i++)
+        if (b->thread[i] == r->thread && b->tag[i] == r->tag &&
+            (b->rank[i] == r->rank || b->rank[i] == PTSC_ANY_RANK || r->rank == PTSC_ANY_RANK))
+            return 1;
+    return 0;
+}
+
+static int progress_pass(ptsc_ctx_t *ctx)
+{
+    int moved = 0;
+    blocked_t b = {0};
+    struct ptsc_request *r = ctx->active, *next;
+    for (; r; r = next) {
+        next = r->anext;
+        if (r->state == R_DONE)
+            continue;
+        if (r->state == R_MATCH) {
+            if (is_blocked(&b, r))
+                continue;
+            step(r, &moved);
+            if (r->state == R_MATCH) {
+                if (b.n < 8) {
+                    b.rank[b.n] = r->rank;
+                    b.thread[b.n] = r->thread;
+                    b.tag[b.n] = r->tag;
+                }
+                b.n++;
+            }
+        } else {
+            step(r, &moved);
+        }
+    }
+    return moved;
+}
+
+void ptsc__engine_progress(ptsc_ctx_t *ctx)
+{
+    if (ctx->active)
+        progress_pass(ctx);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Starting                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
+                       int rank, int thread, int tag, const char *call, struct ptsc_request **out)
+{
+    ptsc_memclass_t cls = PTSC_MEM_HOST;
+    int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+    if (rc != PTSC_OK)
+        return rc;
+    int contig = ptsc__type_is_contiguous(type);
+    int staged = choose_staged(ctx, cls, bytes, contig);
+    if (staged && !contig)
+        return ptsc__err(
+            PTSC_ERR_UNSUPPORTED,
+            "%s: a device buffer with a non-contiguous datatype cannot be staged (pack it first, "
+            "or use a CUDA-aware MPI with PTSC_STAGING=auto)",
+            call);
+    int framed_send = !is_recv && ptsc__g.framed && bytes > chunk();
+    if (framed_send && !staged && !contig)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED,
+                         "%s: a message above PTSC_STAGING_CHUNK (%zu bytes) with a non-contiguous datatype "
+                         "while staging is on (pack it first)",
+                         call, chunk());
+    if ((rc = ptsc__sync_buffer(ctx, cls, staged, call)) != PTSC_OK)
+        return rc;
+    ptsc__engine_progress(ctx);
+
+    struct ptsc_request *r = req_get(ctx);
+    if (!r)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
+    r->is_recv = is_recv;
+    r->staged = staged;
+    r->user = buf;
+    r->count = count;
+    r->type = type;
+    r->contig = contig;
+    r->bytes = bytes;
+    r->cls = cls;
+    r->rank = rank;
+    r->thread = thread;
+    r->tag = tag;
+    r->src_rank = is_recv ? (rank == PTSC_ANY_RANK ? -1 : rank) : ptsc__g.rank;
+    r->npieces = 1;
+    if (is_recv)
+        ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &r->a);
+    else
+        ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &r->a);
+    if (!is_recv) {
+        r->total = bytes;
+        r->state = R_RUN;
+        if (framed_send) {
+            r->framed = 1;
+            r->id = ctx->next_id++;
+            r->hdr = (hdr_t){.total = bytes, .id = r->id, .magic = PTSC__MAGIC};
+            rc = set_pieces(r, (int)((bytes + chunk() - 1) / chunk()));
+            if (rc == PTSC_OK && !staged)
+                rc = make_first_type(r);
+        }
+        ctx->stats.sends++;
+        ctx->stats.bytes_sent += bytes;
+    } else {
+        /* Without framing every message is plain: post it now, MPI orders it. */
+        r->state = ptsc__g.framed ? R_MATCH : R_RUN;
+        ctx->stats.recvs++;
+    }
+    if (rc != PTSC_OK) {
+        req_put(r);
+        return rc;
+    }
+    ctx->outstanding++;
+    active_add(r);
+    int moved = 0;
+    step(r, &moved);
+    *out = r;
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Completion                                                                */
+/* ------------------------------------------------------------------------ */
+
+static int complete(struct ptsc_request *r, ptsc_info_t *info)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    int rc = r->rc;
+    if (r->is_recv) {
+        size_t got = r->total < r->bytes ? r->total : r->bytes;
+        ctx->stats.bytes_recv += got;
+        if (info)
+            *info = (ptsc_info_t){r->src_rank, r->thread, r->tag, rc, got};
+    }
+    active_remove(r);
+    ctx->outstanding--;
+    req_put(r);
+    return rc;
+}
+
+int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
+{
+    if (r->state != R_DONE)
+        progress_pass(r->ctx);
+    *done = r->state == R_DONE;
+    return *done ? complete(r, info) : PTSC_OK;
+}
+
+int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    while (r->state != R_DONE)
+        if (!progress_pass(ctx))
+            sched_yield();
+    return complete(r, info);
+}
+
+ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
+
+int ptsc__engine_cancel(struct ptsc_request *r)
+{
+    if (r->state == R_MATCH) {
+        fail(r, PTSC_ERR_PENDING);
+        r->ndone = r->npieces;
+        r->state = R_RUN;
+        finish_if_done(r);
+    } else if (r->is_recv && !r->framed && r->pc[0].st == P_MPI) {
+        MPI_Cancel(&r->pc[0].mreq);
+    }
+    return ptsc__engine_wait(r, NULL);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Blocking calls without a request where the path allows                    */
+/* ------------------------------------------------------------------------ */
+
+int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, const char *call)
+{
+    /* Host memory, nothing of this thread in flight, no framing: one plain
+     * MPI message with no request object. */
+    if (!ctx->active && (!ptsc__g.framed || bytes <= chunk())) {
+        ptsc_memclass_t cls = PTSC_MEM_HOST;
+        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+        if (rc != PTSC_OK)
+            return rc;
+        if ((cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) && !choose_staged(ctx, cls, bytes, 1)) {
+            if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
+                return rc;
+            ptsc__addr_t a;
+            ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
+            int mrc = MPI_Send(buf, count, type, a.rank, a.tag, a.comm);
+            if (mrc != MPI_SUCCESS)
+                return ptsc__err_mpi(mrc, call);
+            ctx->stats.sends++;
+            ctx->stats.bytes_sent += bytes;
+            return PTSC_OK;
+        }
+    }
+    struct ptsc_request *r;
+    int rc = ptsc__engine_start(ctx, 0, (void *)buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, NULL);
+}
+
+int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, ptsc_info_t *info, const char *call)
+{
+    if (!ctx->active && !ptsc__g.framed) {
+        ptsc_memclass_t cls = PTSC_MEM_HOST;
+        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+        if (rc != PTSC_OK)
+            return rc;
+        if (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) {
+            if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
+                return rc;
+            ptsc__addr_t a;
+            MPI_Status st;
+            ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
+            int mrc = MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
+            ctx->stats.recvs++;
+            if (mrc != MPI_SUCCESS) {
+                rc = mpi_status(mrc, call);
+                if (info)
+                    *info = (ptsc_info_t){st.MPI_SOURCE, thread, tag, rc, bytes};
+                return rc;
+            }
+            size_t got = status_bytes(&st);
+            ctx->stats.bytes_recv += got;
+            if (info)
+                *info = (ptsc_info_t){st.MPI_SOURCE, thread, tag, PTSC_OK, got};
+            return PTSC_OK;
+        }
+    }
+    struct ptsc_request *r;
+    int rc = ptsc__engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, info);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Probing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void probe_info(ptsc_info_t *info, int src, int thread, int tag, size_t bytes)
+{
+    if (info)
+        *info = (ptsc_info_t){src, thread, tag, PTSC_OK, bytes};
+}
+
+static size_t stash_size(const struct ptsc__stash *s)
+{
+    if (!s->first)
+        return s->n;
+    hdr_t h;
+    memcpy(&h, s->first, sizeof h);
+    return (size_t)h.total;
+}
+
+int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
+{
+    ptsc__addr_t a;
+    ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
+    for (;;) {
+        ptsc__engine_progress(ctx);
+        if (!ptsc__g.framed) {
+            int f = 0;
+            MPI_Status st;
+            int mrc = MPI_Iprobe(a.rank, a.tag, a.comm, &f, &st);
+            if (mrc != MPI_SUCCESS)
+                return ptsc__err_mpi(mrc, "ptsc probe");
+            if (f) {
+                probe_info(info, st.MPI_SOURCE, thread, tag, status_bytes(&st));
+                if (flag)
+                    *flag = 1;
+                return PTSC_OK;
+            }
+        } else {
+            struct ptsc__stash *s = stash_take(ctx, rank, thread, tag, 0);
+            if (!s) {
+                int f = 0;
+                MPI_Message msg;
+                MPI_Status st;
+                int mrc = MPI_Improbe(a.rank, a.tag, a.comm, &f, &msg, &st);
+                if (mrc != MPI_SUCCESS)
+                    return ptsc__err_mpi(mrc, "ptsc probe");
+                if (f) {
+                    if (!(s = calloc(1, sizeof *s)))
+                        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc probe");
+                    s->src_rank = st.MPI_SOURCE;
+                    s->src_thread = thread;
+                    s->tag = tag;
+                    s->n = status_bytes(&st);
+                    s->msg = msg;
+                    if (s->n > chunk()) {
+                        /* Framed: the size is in the header, so receive the first part now. */
+                        s->first = malloc(s->n);
+                        mrc = s->first ? MPI_Mrecv(s->first, (int)s->n, MPI_BYTE, &s->msg, &st)
+                                       : MPI_ERR_NO_MEM;
+                        s->msg = MPI_MESSAGE_NULL;
+                        if (mrc != MPI_SUCCESS) {
+                            free(s->first);
+                            free(s);
+                            return ptsc__err_mpi(mrc, "ptsc probe: first part");
+                        }
+                    }
+                    /* Append: stashed messages keep their arrival order. */
+                    struct ptsc__stash **pp = &ctx->stash;
+                    while (*pp)
+                        pp = &(*pp)->next;
+                    *pp = s;
+                }
+            }
+            if (s) {
+                probe_info(info, s->src_rank, thread, tag, stash_size(s));
+                if (flag)
+                    *flag = 1;
+                return PTSC_OK;
+            }
+        }
+        if (flag) {
+            *flag = 0;
+            return PTSC_OK;
+        }
+        sched_yield();
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------ */
+
+int ptsc__engine_drain(ptsc_ctx_t *ctx)
+{
+    int pending = ctx->outstanding;
+    /* Receives that no message matched yet are cancelled; everything else
+     * (sends, matched receives) completes, so MPI holds no request of ours
+     * and no buffer is freed under a copy. */
+    for (struct ptsc_request *r = ctx->active, *next; r; r = next) {
+        next = r->anext;
+        if (r->is_recv && r->state == R_MATCH) {
+            fail(r, PTSC_ERR_PENDING);
+            r->ndone = r->npieces;
+            r->state = R_RUN;
+            finish_if_done(r);
+        } else if (r->is_recv && !ptsc__g.framed && r->pc[0].st == P_MPI) {
+            MPI_Cancel(&r->pc[0].mreq);
+        }
+    }
+    if (pending)
+        ptsc__log(
+            PTSC__LOG_WARN,
+            "%d request(s) of thread %d were still in flight at its end: sends and matched receives were "
+            "completed, receives no message matched were cancelled",
+            pending, ctx->index);
+    for (;;) {
+        int busy = 0;
+        for (struct ptsc_request *r = ctx->active; r; r = r->anext)
+            busy |= r->state != R_DONE;
+        if (!busy)
+            break;
+        if (!progress_pass(ctx))
+            sched_yield();
+    }
+    while (ctx->active)
+        complete(ctx->active, NULL);
+    return pending;
+}
+
+void ptsc__engine_release(ptsc_ctx_t *ctx)
+{
+    while (ctx->stash) {
+        struct ptsc__stash *s = ctx->stash;
+        ctx->stash = s->next;
+        if (s->msg != MPI_MESSAGE_NULL) {
+            char *tmp = malloc(s->n ? s->n : 1);
+            MPI_Status st;
+            if (tmp)
+                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, &st);
+            free(tmp);
+        }
+        free(s->first);
+        free(s);
+    }
+    ptsc__ring_destroy(ctx);
+    while (ctx->req_free) {
+        struct ptsc_request *r = ctx->req_free;
+        ctx->req_free = r->next;
+        free(r);
+    }
+}

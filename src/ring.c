@@ -1,0 +1,139 @@
+/*
+ * The staging ring: per-thread pinned buffers of one chunk each, through
+ * which the transfer engine (engine.c) stages device buffers piece by piece.
+ *
+ * Each context owns two rings, one for sends and one for receives, of
+ * PTSC_STAGING_DEPTH slots each (allocated on first use). Pinned memory per
+ * thread is therefore bounded by 2 x depth x (chunk + header) whatever the
+ * message sizes. The two rings are separate so that sends always progress:
+ * a thread whose receive slots all wait for data from a peer can still
+ * stage the sends that the peer waits for.
+ *
+ * A slot is handed out only when idle; the engine gives it back only after
+ * every copy queued on it ran (it waits on the slot's event), so a slot is
+ * never rewritten under a copy, on error paths included.
+ *
+ * Without a device (PTSC_STAGING=always on a CPU-only machine) the slots are
+ * plain memory, copies are memcpy and events are always complete: the same
+ * state machine runs, which is how CPU-only CI exercises it.
+ */
+#include "ptsc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int have_gpu(void) { return ptsc__g.ndevices > 0; }
+
+static size_t slot_bytes(void) { return ptsc__g.cfg.staging_chunk + PTSC__HDR_BYTES; }
+
+static void slot_free(ptsc__slot_t *s)
+{
+    if (!s->host)
+        return;
+    if (have_gpu()) {
+        (void)ptsc__gpu_event_sync(s->event);
+        ptsc__gpu_event_destroy(s->event);
+        ptsc__gpu_host_free(s->host);
+    } else {
+        free(s->host);
+    }
+    s->host = NULL;
+    s->event = NULL;
+}
+
+static int slot_alloc(ptsc__slot_t *s)
+{
+    if (!have_gpu()) {
+        s->host = malloc(slot_bytes());
+        return s->host ? PTSC_OK : ptsc__err(PTSC_ERR_NO_MEMORY, "staging slot of %zu bytes", slot_bytes());
+    }
+    void *host = NULL, *ev = NULL;
+    int rc = ptsc__gpu_host_alloc(slot_bytes(), &host);
+    if (rc == PTSC_OK && (rc = ptsc__gpu_event_create(&ev)) != PTSC_OK)
+        ptsc__gpu_host_free(host);
+    if (rc == PTSC_OK) {
+        s->host = host;
+        s->event = ev;
+    }
+    return rc;
+}
+
+int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, ptsc__slot_t **out)
+{
+    ptsc__ring_t *r = &ctx->ring[dir];
+    *out = NULL;
+    if (!r->slots) {
+        r->n = ptsc__g.cfg.staging_depth;
+        if (!(r->slots = calloc((size_t)r->n, sizeof *r->slots)))
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "staging ring of %d slots", r->n);
+    }
+    for (int i = 0; i < r->n; i++) {
+        ptsc__slot_t *s = &r->slots[i];
+        if (s->busy == 2) {
+            int done = 0, rc = ptsc__ring_done(s, &done);
+            if (rc != PTSC_OK)
+                return rc;
+            if (done)
+                s->busy = 0;
+        }
+        if (s->busy)
+            continue;
+        if (!s->host) {
+            int rc = slot_alloc(s);
+            if (rc != PTSC_OK)
+                return rc;
+        }
+        s->busy = 1;
+        *out = s;
+        return PTSC_OK;
+    }
+    return PTSC_OK; /* all busy: the caller tries again on a later pass */
+}
+
+void ptsc__ring_put(ptsc__slot_t *s)
+{
+    if (s)
+        s->busy = 0;
+}
+
+void ptsc__ring_put_after(ptsc__slot_t *s)
+{
+    if (s)
+        s->busy = 2;
+}
+
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n)
+{
+    if (!have_gpu()) {
+        if (n)
+            memcpy(dst, src, n);
+        ctx->stats.staged_bytes += n;
+        return PTSC_OK;
+    }
+    int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
+    if (rc == PTSC_OK)
+        rc = ptsc__gpu_event_record(s->event, ctx->stream);
+    if (rc == PTSC_OK)
+        ctx->stats.staged_bytes += n;
+    return rc;
+}
+
+int ptsc__ring_done(ptsc__slot_t *s, int *done)
+{
+    *done = 1;
+    return have_gpu() ? ptsc__gpu_event_done(s->event, done) : PTSC_OK;
+}
+
+int ptsc__ring_wait(ptsc__slot_t *s) { return have_gpu() ? ptsc__gpu_event_sync(s->event) : PTSC_OK; }
+
+void ptsc__ring_destroy(ptsc_ctx_t *ctx)
+{
+    for (int d = 0; d < 2; d++) {
+        ptsc__ring_t *r = &ctx->ring[d];
+        for (int i = 0; r->slots && i < r->n; i++)
+            slot_free(&r->slots[i]);
+        free(r->slots);
+        r->slots = NULL;
+        r->n = 0;
+    }
+}
