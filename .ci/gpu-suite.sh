@@ -145,7 +145,9 @@ run_jacobi() {
 }
 run_jacobi sys build-gpu-sys
 
-# 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build).
+# 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build):
+#    the run_bench target, i.e. bench_scope, bench_staging, bench_classify and
+#    bench_sync (per-call cost of each scope's sync form, idle GPU).
 run_bench() {
   local tag=$1 dir=$2
   if [ "${PTSC_GPU_BENCH:-1}" = 0 ]; then

@@ -149,6 +149,9 @@ void ptsc__gpu_stream_release(int kind, void *stream)
     }
 }
 
+/* Waits for the work queued on `stream` only: on a per-thread or owned
+ * stream it returns while earlier legacy-stream work still runs (the thread
+ * scope records an event instead, see sync.c). */
 int ptsc__gpu_stream_sync(void *stream)
 {
     PTSC__CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
@@ -198,11 +201,13 @@ static int ptsc__gpu_stream_capturing(cudaStream_t s, int *capturing, const char
  * What each scope covers (the scope must be resolved: AUTO and DEFAULT are
  * treated like GLOBAL, the broadest check that is still cheap):
  *
- *  THREAD  The bound stream. Syncing a stream that is not capturing is
- *          legal while other streams capture (CUDA forbids syncing the
- *          capturing stream itself, the legacy stream while a blocking
- *          stream captures, and the device while any stream captures), so
- *          one query is complete.
+ *  THREAD  The bound stream. Recording an event on a stream that is not
+ *          capturing and waiting for it, or syncing that stream, is legal
+ *          while other streams capture (CUDA forbids syncing the capturing
+ *          stream itself, the legacy stream while a blocking stream
+ *          captures, and the device while any stream captures). The event's
+ *          implicit dependency is on the legacy stream, which is never
+ *          captured itself, so one query is complete.
  *  GLOBAL  The bound stream and cudaStreamLegacy. The legacy query reports
  *          every capture on a blocking stream of the device, in any thread
  *          and any capture mode, which is the whole set of captures that a
@@ -236,30 +241,6 @@ int ptsc__gpu_capturing(void *stream, int scope, int *capturing)
     }
     *capturing = c;
     return PTSC_OK;
-}
-
-int ptsc__gpu_stream_busy(void *stream, int *busy)
-{
-    int c = 0, rc;
-    cudaError_t e;
-    /* cudaStreamQuery on a capturing stream (or on the legacy stream while
-     * a blocking stream captures) would invalidate the capture: check first. */
-    rc = ptsc__gpu_stream_capturing((cudaStream_t)stream, &c, "cudaStreamIsCapturing");
-    if (rc != PTSC_OK)
-        return rc;
-    if (c)
-        return ptsc__err(PTSC_ERR_CAPTURING, "cannot query a stream that is being graph-captured");
-    e = cudaStreamQuery((cudaStream_t)stream);
-    if (e == cudaSuccess) {
-        *busy = 0;
-        return PTSC_OK;
-    }
-    if (e == cudaErrorNotReady) {
-        /* Not an error: CUDA does not record it as the last error. */
-        *busy = 1;
-        return PTSC_OK;
-    }
-    return ptsc__gpu_fail(e, "cudaStreamQuery");
 }
 
 int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls)
@@ -338,6 +319,9 @@ void ptsc__gpu_event_destroy(void *ev)
         (void)cudaGetLastError();
 }
 
+/* On a blocking stream the event also waits for the legacy-stream work
+ * queued before it (CUDA's implicit synchronisation with the legacy stream);
+ * on cudaStreamLegacy, for every blocking stream's earlier work. */
 int ptsc__gpu_event_record(void *ev, void *stream)
 {
     PTSC__CUDA_TRY(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "cudaEventRecord");

@@ -60,12 +60,6 @@ int ptsc__gpu_legacy_sync(void) { return PTSC_OK; }
 
 int ptsc__gpu_device_sync(void) { return PTSC_OK; }
 
-int ptsc__gpu_stream_busy(void *stream, int *busy)
-{
-    *busy = 0;
-    return PTSC_OK;
-}
-
 int ptsc__gpu_capturing(void *stream, int scope, int *capturing)
 {
     *capturing = 0;

@@ -1,7 +1,8 @@
 /*
  * Kernels for the GPU tests (gpu_kernels.cu, built by nvcc), callable from
- * the C test programs. Every launch goes on the stream it is given; none
- * synchronises. Errors are returned as cudaError_t values.
+ * the C test programs. Every launch goes on the stream it is given (but
+ * ptsc_tk_spin_fill_default: the legacy default stream); none synchronises.
+ * Errors are returned as cudaError_t values.
  */
 #ifndef PTSC_GPU_KERNELS_H
 #define PTSC_GPU_KERNELS_H
@@ -27,6 +28,10 @@ static inline PTSC_TK_HD int ptsc_tk_pattern(int seed, size_t i)
 
 /* Spin `spin_us` microseconds (every block), then write the pattern of `seed`. */
 cudaError_t ptsc_tk_spin_fill(int *buf, size_t n, int seed, unsigned spin_us, cudaStream_t s);
+/* The same, launched as default-compiled CUDA code does: `<<<grid, block>>>`
+ * with no stream, from a translation unit built without per-thread default
+ * streams (gpu_kernels_legacy.cu), i.e. on the legacy default stream. */
+cudaError_t ptsc_tk_spin_fill_default(int *buf, size_t n, int seed, unsigned spin_us);
 /* Only spin: keeps `s` busy for `spin_us` microseconds. */
 cudaError_t ptsc_tk_spin(unsigned spin_us, cudaStream_t s);
 /* Add to *bad (device or mapped memory) the elements that differ from the pattern of `seed`. */
