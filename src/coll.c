@@ -14,9 +14,19 @@
  * reduction folded at the root in rank order (correct for non-commutative
  * operations) and linear gathers and exchanges. Reductions there run on the
  * host (MPI_Reduce_local), so device buffers are staged for them.
+ *
+ * Derived datatypes: the messages carry them as they are, so holes of the
+ * caller's buffers are never written; the shared-mode reduction keeps its
+ * scratch by the type's true extent and lower bound and copies with
+ * MPI_Pack / MPI_Unpack. A predefined operation applies only to predefined
+ * datatypes in the MPI standard and is refused on a derived one in both modes
+ * (PTSC_ERR_UNSUPPORTED): MPI_Reduce_local would report it on
+ * MPI_COMM_WORLD's error handler, which aborts by default.
  */
 #include "ptsc_internal.h"
 
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,9 +105,41 @@ static int check_root(int root, const char *call)
     return PTSC_OK;
 }
 
+static int is_predefined_op(MPI_Op op)
+{
+    static const MPI_Op ops[] = {MPI_MAX, MPI_MIN,  MPI_SUM,  MPI_PROD,   MPI_LAND,   MPI_BAND,    MPI_LOR,
+                                 MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (op == ops[i])
+            return 1;
+    return 0;
+}
+
 static int check_op(MPI_Op op, const char *call)
 {
     return op == MPI_OP_NULL ? ptsc__err(PTSC_ERR_ARG, "%s: op is MPI_OP_NULL", call) : PTSC_OK;
+}
+
+/* The operation must suit the datatype (checked after the datatype is). A
+ * predefined operation on a derived datatype is refused, the same in both
+ * modes: MPI defines it only for predefined datatypes, Open MPI's
+ * collectives return MPI_ERR_OP for it and its MPI_Reduce_local (the shared
+ * mode's fold) aborts the job through MPI_COMM_WORLD's error handler. Pairs
+ * of a predefined operation and a predefined datatype are left to MPI. */
+static int check_op_type(MPI_Op op, MPI_Datatype type, const char *call)
+{
+    if (!is_predefined_op(op))
+        return PTSC_OK;
+    int ni, na, nd, combiner;
+    if (MPI_Type_get_envelope(type, &ni, &na, &nd, &combiner) != MPI_SUCCESS)
+        return ptsc__err(PTSC_ERR_ARG, "%s: datatype is not a committed MPI datatype", call);
+    if (combiner != MPI_COMBINER_NAMED)
+        return ptsc__err(
+            PTSC_ERR_UNSUPPORTED,
+            "%s: a predefined operation (MPI_SUM, MPI_MAX, ...) on a derived datatype; MPI defines "
+            "those for predefined datatypes only (use MPI_Op_create, or reduce the basic type)",
+            call);
+    return PTSC_OK;
 }
 
 static int mpi_rc(int mrc, const char *call)
@@ -108,6 +150,75 @@ static int mpi_rc(int mrc, const char *call)
 /* ------------------------------------------------------------------------ */
 /* PTSC_COMM=shared: collectives from point-to-point messages               */
 /* ------------------------------------------------------------------------ */
+
+/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
+ * to the buffer pointer, from the true lower bound and true extent (holes
+ * inside the span belong to the caller). `dense`: no holes, the elements
+ * follow each other, so the span is exactly the data. */
+typedef struct {
+    MPI_Count size, extent, lo, span;
+    int dense;
+} layout_t;
+
+static int layout_of(MPI_Datatype t, int count, layout_t *L, const char *call)
+{
+    MPI_Count lb, true_lb, true_extent;
+    memset(L, 0, sizeof *L);
+    if (MPI_Type_size_x(t, &L->size) != MPI_SUCCESS ||
+        MPI_Type_get_extent_x(t, &lb, &L->extent) != MPI_SUCCESS ||
+        MPI_Type_get_true_extent_x(t, &true_lb, &true_extent) != MPI_SUCCESS || L->size == MPI_UNDEFINED ||
+        L->extent == MPI_UNDEFINED || true_extent == MPI_UNDEFINED || L->size < 0)
+        return ptsc__err(PTSC_ERR_ARG, "%s: datatype is not a committed MPI datatype", call);
+    L->dense = L->size == true_extent && L->extent == L->size;
+    if (count == 0 || L->size == 0)
+        return PTSC_OK;
+    /* (count - 1) * extent, each part bounded so the sum stays far from overflow. */
+    const MPI_Count lim = PTRDIFF_MAX / 4;
+    MPI_Count step = (MPI_Count)count - 1, mag = L->extent < 0 ? -L->extent : L->extent;
+    if (mag > lim || (mag && step > lim / mag) || true_extent > lim || true_lb > lim || true_lb < -lim)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED,
+                         "%s: %d elements of this datatype span more than the address space", call, count);
+    MPI_Count reach = step * L->extent;
+    L->lo = true_lb + (reach < 0 ? reach : 0);
+    L->span = true_extent + (reach < 0 ? -reach : reach);
+    return PTSC_OK;
+}
+
+/* Copy `count` elements of `t` from src to dst (same layout), writing only
+ * the datatype's bytes: holes of dst are left as they were. Through
+ * MPI_Pack / MPI_Unpack (local, thread-safe) in pieces of about PACK_CHUNK
+ * bytes, since their sizes are ints; the caller checked that one element's
+ * size fits. */
+enum { PACK_CHUNK = 1 << 20 };
+
+static int typed_copy(void *dst, const void *src, int count, MPI_Datatype t, const layout_t *L, MPI_Comm comm)
+{
+    if (L->span == 0 || dst == src)
+        return MPI_SUCCESS;
+    if (L->dense) {
+        memcpy((char *)dst + L->lo, (const char *)src + L->lo, (size_t)L->span);
+        return MPI_SUCCESS;
+    }
+    int per = L->size >= PACK_CHUNK ? 1 : (int)(PACK_CHUNK / L->size), psize = 0;
+    if (per > count)
+        per = count;
+    int mrc = MPI_Pack_size(per, t, comm, &psize);
+    if (mrc != MPI_SUCCESS)
+        return mrc;
+    char *packed = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!packed)
+        return MPI_ERR_NO_MEM;
+    for (int done = 0; done < count && mrc == MPI_SUCCESS;) {
+        int m = count - done < per ? count - done : per, pos = 0, upos = 0;
+        MPI_Aint off = (MPI_Aint)done * (MPI_Aint)L->extent;
+        mrc = MPI_Pack((const char *)src + off, m, t, packed, psize, &pos, comm);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Unpack(packed, pos, &upos, (char *)dst + off, m, t, comm);
+        done += m;
+    }
+    free(packed);
+    return mrc;
+}
 
 static int p_send(int me, int peer, const void *buf, int count, MPI_Datatype t)
 {
@@ -155,54 +266,62 @@ static int p_bcast(int me, void *buf, int count, MPI_Datatype t, int root)
 }
 
 /* Root folds x_{n-1}, ..., x_0 as x_i op acc, so the result is
- * x_0 op x_1 op ... op x_{n-1} for any operation. */
-static int p_reduce(int me, const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root)
+ * x_0 op x_1 op ... op x_{n-1} for any operation. The accumulator is the
+ * receive buffer itself unless that holds the root's own input (in place);
+ * scratch buffers cover the datatype's true span `L`, and every write into
+ * the caller's buffer goes through the datatype, so holes stay untouched. */
+static int p_reduce(int me, const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int root,
+                    const layout_t *L)
 {
     int n = ptsc__g.nranks, r = ptsc__g.rank;
     const void *mine = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     if (r != root)
         return p_send(me, root, mine, count, t);
-    MPI_Aint lb, ext;
-    MPI_Type_get_extent(t, &lb, &ext);
-    size_t bytes = (size_t)count * (size_t)ext;
-    char *acc = malloc(bytes ? bytes : 1), *tmp = malloc(bytes ? bytes : 1);
-    int mrc = acc && tmp ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    MPI_Comm comm = ptsc__lanes_coll_comm(me);
+    size_t bytes = L->span > 0 ? (size_t)L->span : 1;
+    int own_acc = sbuf == MPI_IN_PLACE && n > 1;
+    char *tmp_mem = n > 1 ? malloc(bytes) : NULL, *acc_mem = own_acc ? malloc(bytes) : NULL;
+    int mrc = (n > 1 && !tmp_mem) || (own_acc && !acc_mem) ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    /* Typed pointers whose span starts at the scratch memory. */
+    char *tmp = tmp_mem ? tmp_mem - L->lo : NULL, *acc = own_acc ? (acc_mem ? acc_mem - L->lo : NULL) : rbuf;
     for (int i = n - 1; i >= 0 && mrc == MPI_SUCCESS; i--) {
-        char *dst = i == n - 1 ? acc : tmp;
-        if (i == r)
-            memcpy(dst, mine, bytes);
-        else
-            mrc = p_recv(me, i, dst - lb, count, t);
-        if (mrc == MPI_SUCCESS && i != n - 1)
-            mrc = MPI_Reduce_local(tmp - lb, acc - lb, count, t, op);
+        if (i == n - 1)
+            mrc = i == r ? typed_copy(acc, mine, count, t, L, comm) : p_recv(me, i, acc, count, t);
+        else if (i == r)
+            mrc = MPI_Reduce_local(mine, acc, count, t, op);
+        else if ((mrc = p_recv(me, i, tmp, count, t)) == MPI_SUCCESS)
+            mrc = MPI_Reduce_local(tmp, acc, count, t, op);
     }
-    if (mrc == MPI_SUCCESS)
-        memcpy(rbuf, acc, bytes);
-    free(acc);
-    free(tmp);
+    if (mrc == MPI_SUCCESS && own_acc)
+        mrc = typed_copy(rbuf, acc, count, t, L, comm);
+    free(acc_mem);
+    free(tmp_mem);
     return mrc;
 }
 
+/* Block i of a buffer starts i * count extents in (MPI applies the lower
+ * bound itself); offsets are signed, extents may be negative. */
 static int p_exchange(int me, const void *sbuf, int scount, MPI_Datatype st, void *rbuf, int rcount,
                       MPI_Datatype rt, int all_to_all)
 {
     int n = ptsc__g.nranks, mrc = MPI_SUCCESS, nreq = 0;
-    MPI_Aint lb, sext, rext;
-    MPI_Type_get_extent(st, &lb, &sext);
-    MPI_Type_get_extent(rt, &lb, &rext);
+    MPI_Count lb, sext = 0, rext = 0;
+    if ((mrc = MPI_Type_get_extent_x(st, &lb, &sext)) != MPI_SUCCESS ||
+        (mrc = MPI_Type_get_extent_x(rt, &lb, &rext)) != MPI_SUCCESS)
+        return mrc;
     MPI_Request *reqs = malloc(2 * (size_t)n * sizeof *reqs);
     if (!reqs)
         return MPI_ERR_NO_MEM;
     for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
         ptsc__addr_t a;
         ptsc__lanes_coll_addr(me, i, 0, &a);
-        mrc = MPI_Irecv((char *)rbuf + (size_t)i * rcount * rext, rcount, rt, a.rank, a.tag, a.comm,
-                        &reqs[nreq++]);
+        mrc = MPI_Irecv((char *)rbuf + (MPI_Aint)i * rcount * (MPI_Aint)rext, rcount, rt, a.rank, a.tag,
+                        a.comm, &reqs[nreq++]);
     }
     for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
         ptsc__addr_t a;
         ptsc__lanes_coll_addr(me, i, 0, &a);
-        const char *src = (const char *)sbuf + (all_to_all ? (size_t)i * scount * sext : 0);
+        const char *src = (const char *)sbuf + (all_to_all ? (MPI_Aint)i * scount * (MPI_Aint)sext : 0);
         mrc = MPI_Isend(src, scount, st, a.rank, a.tag, a.comm, &reqs[nreq++]);
     }
     int wrc = MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE);
@@ -265,6 +384,15 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
         rc = ptsc__check_buf(rbuf, count, type, call, &bytes);
     if (rc == PTSC_OK && in_place && !gets)
         rc = ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is only valid at the root", call);
+    if (rc == PTSC_OK)
+        rc = check_op_type(op, type, call);
+    layout_t L;
+    if (rc == PTSC_OK && shared_mode())
+        rc = layout_of(type, count, &L, call);
+    if (rc == PTSC_OK && shared_mode() && !L.dense && L.size > INT_MAX)
+        rc = ptsc__err(
+            PTSC_ERR_UNSUPPORTED,
+            "%s: PTSC_COMM=shared reduces a datatype with holes only up to INT_MAX bytes per element", call);
     if (rc != PTSC_OK)
         return rc;
     int me = ctx->index, host_only = shared_mode();
@@ -280,7 +408,7 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
         const void *sw = in_place ? MPI_IN_PLACE : s.wire;
         int mrc;
         if (shared_mode()) {
-            mrc = p_reduce(me, sw, gets ? r.wire : NULL, count, type, op, all ? 0 : root);
+            mrc = p_reduce(me, sw, gets ? r.wire : NULL, count, type, op, all ? 0 : root, &L);
             if (mrc == MPI_SUCCESS && all)
                 mrc = p_bcast(me, r.wire, count, type, 0);
         } else {
@@ -319,6 +447,8 @@ static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Data
         rc = ptsc__check_buf(rbuf, rcount, rtype, call, &rbytes);
     if (rc == PTSC_OK && in_place && shared_mode())
         rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: MPI_IN_PLACE is not supported with PTSC_COMM=shared", call);
+    if (rc == PTSC_OK && ((per_peer && sbytes > SIZE_MAX / (size_t)n) || rbytes > SIZE_MAX / (size_t)n))
+        rc = ptsc__err(PTSC_ERR_COUNT, "%s: %d blocks of this size exceed the address space", call, n);
     if (rc != PTSC_OK)
         return rc;
     if (per_peer)
