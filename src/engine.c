@@ -101,6 +101,8 @@ struct ptsc_request {
     MPI_Message msg;         /* receive: matched first part, to be received */
     size_t first_n;
     char *first; /* receive: first part received by a probe */
+    void *ev;    /* the thread scope's deferred sync (kept across reuse) */
+    int deferred;
 };
 
 static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
@@ -126,11 +128,15 @@ static int choose_staged(const ptsc_ctx_t *ctx, ptsc_memclass_t cls, size_t byte
 static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
 {
     struct ptsc_request *r = ctx->req_free;
-    if (r)
+    void *ev = NULL;
+    if (r) {
         ctx->req_free = r->next;
-    else if (!(r = malloc(sizeof *r)))
+        ev = r->ev;
+    } else if (!(r = malloc(sizeof *r))) {
         return NULL;
+    }
     memset(r, 0, sizeof *r);
+    r->ev = ev;
     r->ctx = ctx;
     r->pc = &r->one;
     r->one.mreq = MPI_REQUEST_NULL;
@@ -221,6 +227,35 @@ static size_t status_bytes(const MPI_Status *st)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Order                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Whether request r may hand its first part to MPI now: its deferred sync
+ * completed, and no earlier request of the thread on the same channel is
+ * still waiting to post its own (MPI's order is the order of posting, so
+ * a message or receive that waits for a slot or a sync holds back the ones
+ * behind it). Framed jobs order receives by matching instead (progress). */
+static int may_post_first(struct ptsc_request *r)
+{
+    if (r->deferred) {
+        int done = 0;
+        if (ptsc__gpu_event_done(r->ev, &done) != PTSC_OK || !done)
+            return 0; /* an event error shows again on the next pass */
+        r->deferred = 0;
+    }
+    if (r->is_recv && ptsc__g.framed)
+        return 1;
+    for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
+        if (q->state == R_DONE || q->is_recv != r->is_recv || q->nposted > 0 || q->thread != r->thread ||
+            q->tag != r->tag)
+            continue;
+        if (q->rank == r->rank || q->rank == PTSC_ANY_RANK || r->rank == PTSC_ANY_RANK)
+            return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Sends                                                                     */
 /* ------------------------------------------------------------------------ */
 
@@ -275,7 +310,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         if ((rc = ptsc__ring_done(p->slot, &done)) != PTSC_OK || !done)
             goto out;
     }
-    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted) {
+    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted && (k > 0 || may_post_first(r))) {
         ptsc__addr_t a;
         piece_addr(r, k, &a);
         int mrc;
@@ -471,7 +506,7 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
     piece_t *p = &r->pc[k];
     int rc = PTSC_OK;
     if (p->st == P_IDLE) {
-        if (k != r->nposted)
+        if (k != r->nposted || (k == 0 && !may_post_first(r)))
             return;
         if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, &p->slot)) != PTSC_OK)
             goto out;
@@ -799,13 +834,20 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
                          "%s: a message above PTSC_STAGING_CHUNK (%zu bytes) with a non-contiguous datatype "
                          "while staging is on (pack it first)",
                          call, chunk());
-    if ((rc = ptsc__sync_buffer(ctx, cls, staged, call)) != PTSC_OK)
-        return rc;
     ptsc__engine_progress(ctx);
-
     struct ptsc_request *r = req_get(ctx);
     if (!r)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
+    /* A direct hand-over under the thread scope waits for an event instead
+     * of blocking here (ptsc__sync_buffer_deferred). */
+    if (!staged && cls != PTSC_MEM_HOST && !r->ev && ptsc__g.ndevices > 0)
+        rc = ptsc__gpu_event_create(&r->ev);
+    if (rc == PTSC_OK)
+        rc = ptsc__sync_buffer_deferred(ctx, cls, staged, staged ? NULL : r->ev, &r->deferred, call);
+    if (rc != PTSC_OK) {
+        req_put(r);
+        return rc;
+    }
     r->is_recv = is_recv;
     r->staged = staged;
     r->user = buf;
@@ -847,8 +889,9 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
     }
     ctx->outstanding++;
     active_add(r);
-    int moved = 0;
-    step(r, &moved);
+    /* A pass in order, not a step of r alone: an earlier receive of the same
+     * channel that found no message must match first. */
+    progress_pass(ctx);
     *out = r;
     return PTSC_OK;
 }
@@ -1119,6 +1162,8 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
     while (ctx->req_free) {
         struct ptsc_request *r = ctx->req_free;
         ctx->req_free = r->next;
+        if (r->ev)
+            ptsc__gpu_event_destroy(r->ev);
         free(r);
     }
 }

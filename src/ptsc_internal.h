@@ -240,6 +240,11 @@ int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope);
  * check on direct hand-overs that no sync ordered (scope none).
  * `call` names the API call for messages. */
 int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const char *call);
+/* ptsc__sync_buffer for the engine: where the sync is the thread scope's
+ * event, it is recorded on `ev` and *deferred = 1: the buffer may reach MPI
+ * once `ev` completed. Otherwise the sync is performed here. */
+int ptsc__sync_buffer_deferred(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, void *ev, int *deferred,
+                               const char *call);
 /* Everything a buffer needs before MPI touches it: classify `buf`, decide
  * whether it is staged (*staged), and sync per scope. NULL buffers are host. */
 int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call);

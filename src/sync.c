@@ -206,6 +206,30 @@ int ptsc__sync_buffer(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, const ch
     return PTSC_OK;
 }
 
+int ptsc__sync_buffer_deferred(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged, void *ev, int *deferred,
+                               const char *call)
+{
+    *deferred = 0;
+    /* The thread scope's sync is an event on the bound stream (see
+     * thread_sync): recorded on the caller's event, the engine hands the
+     * buffer to MPI once it completed instead of waiting here, so that a
+     * non-blocking call returns at once. Other scopes, the legacy bound
+     * stream and the race check take the blocking form. */
+    if (ev && !staged && ptsc__mem_needs_sync(cls) && ptsc__g.ndevices > 0 &&
+        ctx->stream_kind != PTSC_STREAM_LEGACY && ptsc__g.cfg.sync_check == PTSC__CHECK_OFF &&
+        ptsc__sync_resolve(ctx, PTSC_SCOPE_DEFAULT) == PTSC_SCOPE_THREAD) {
+        int rc = check_capture(ctx, PTSC_SCOPE_THREAD);
+        if (rc == PTSC_OK)
+            rc = ptsc__gpu_event_record(ev, ctx->stream);
+        if (rc == PTSC_OK) {
+            ctx->stats.syncs++;
+            *deferred = 1;
+        }
+        return rc;
+    }
+    return ptsc__sync_buffer(ctx, cls, staged, call);
+}
+
 int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope)
 {
     int rc = ptsc__ctx_resolve(&ctx, "ptsc_sync");

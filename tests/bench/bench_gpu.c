@@ -12,6 +12,7 @@
 #ifdef PTSC_HAVE_NVCC
 /* bench_kernels.cu; returns a cudaError_t value. */
 int bench_kernel_launch(float *buf, size_t n, int work, void *stream);
+int bench_spin_launch(long long ns, void *stream);
 #endif
 
 static int cuda_check(cudaError_t e, const char *what)
@@ -61,6 +62,17 @@ int bench_gpu_work(float *buf, size_t n, int work, void *stream)
 #endif
 }
 
+int bench_gpu_spin(long long ns, void *stream)
+{
+#ifdef PTSC_HAVE_NVCC
+    return cuda_check((cudaError_t)bench_spin_launch(ns, stream), "spin kernel");
+#else
+    (void)ns;
+    (void)stream;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
 int bench_gpu_memcpy(void *dst, const void *src, size_t bytes)
 {
     return cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
@@ -98,6 +110,7 @@ int bench_gpu_memcpy(void *dst, const void *src, size_t bytes)
     return (void)dst, (void)src, (void)bytes, PTSC_ERR_NO_DEVICE;
 }
 int bench_gpu_device_sync(void) { return PTSC_ERR_NO_DEVICE; }
+int bench_gpu_spin(long long ns, void *stream) { return (void)ns, (void)stream, PTSC_ERR_NO_DEVICE; }
 int bench_gpu_pointer_attr(const void *p, int *type) { return (void)p, (void)type, PTSC_ERR_NO_DEVICE; }
 
 #endif

@@ -21,3 +21,20 @@ extern "C" int bench_kernel_launch(float *buf, size_t n, int work, void *stream)
     bench_busy_kernel<<<16, 256, 0, (cudaStream_t)stream>>>(buf, n, work);
     return (int)cudaGetLastError();
 }
+
+/* One thread that spins for `ns` nanoseconds of GPU time (globaltimer): a
+ * kernel that keeps the stream busy for a known while. */
+__global__ void bench_spin_kernel(long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while ((long long)(t - t0) < ns);
+}
+
+extern "C" int bench_spin_launch(long long ns, void *stream)
+{
+    bench_spin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(ns);
+    return (int)cudaGetLastError();
+}

@@ -2,18 +2,26 @@
  * bench_staging: how device buffers best reach another rank.
  *
  *   direct  ptsc hands the device pointer to a CUDA-aware MPI;
- *   staged  ptsc copies through per-thread pinned buffers, pipelined in
+ *   auto    ptsc's default on a CUDA-aware MPI: staged below
+ *           PTSC_DIRECT_MIN, direct above (the per-message path choice);
+ *   staged  ptsc copies through the per-thread staging ring, pipelined in
  *           chunks of PTSC_STAGING_CHUNK (several chunk sizes);
  *   manual  what a program does by hand: cudaMemcpy to pinned memory, then
  *           MPI_Send (and MPI_Recv, then cudaMemcpy back).
  * A ping-pong between thread 0 of rank 0 and rank 1, for 4 KiB .. 64 MiB;
- * reported in GB/s (2 x bytes per round trip) with ratios to manual.
+ * reported in GB/s (2 x bytes per round trip) with ratios to manual, and
+ * auto against the better of manual and direct.
+ *
+ * Then: how long ptsc_isend of a device buffer takes to return while a
+ * 10 ms kernel is still running on the thread's stream (it must not wait
+ * for it), on each path.
  *
  * The transfer path is normally fixed at ptsc_init for the whole job. To
  * compare them side by side in one run this benchmark links ptsc_internal
- * and switches ptsc__g.staging and the chunk size between phases, on both
- * ranks at the same point with nothing in flight; p2p.c reads both per
- * call. Programs must never do this: use PTSC_STAGING / PTSC_STAGING_CHUNK.
+ * and switches ptsc__g's path fields and the chunk size between phases, on
+ * both ranks at the same point with nothing in flight, dropping the staging
+ * ring (its slots are one chunk). Programs must never do this: use
+ * PTSC_STAGING / PTSC_STAGING_CHUNK / PTSC_DIRECT_MIN.
  *
  * Without a device it compares ptsc_send of host buffers with plain MPI,
  * i.e. the overhead of ptsc's layer.
@@ -37,13 +45,47 @@ typedef struct {
 } bench_t;
 
 /* Benchmark-only: switch the job's transfer path (see the top comment). */
-static void set_path(int staging, size_t chunk)
+static void set_path(bench_t *b, int staging, size_t chunk, size_t direct_min)
 {
     MPI_Barrier(MPI_COMM_WORLD);
+    ptsc__ring_destroy(b->ctx);
     ptsc__g.staging = staging;
+    ptsc__g.framed = staging;
     ptsc__g.cfg.staging_chunk = chunk;
+    ptsc__g.direct_min = direct_min;
     ptsc_mem_forget(); /* cached classes depend on the path */
     MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* Microseconds ptsc_isend of a device buffer takes to return while a 10 ms
+ * kernel runs on the thread's stream (median of a few); rank 1 receives. */
+static double isend_behind_kernel(bench_t *b, size_t bytes)
+{
+    double us[5];
+    void *stream = NULL;
+    BENCH_CHECK(ptsc_ctx_stream(b->ctx, &stream));
+    for (int i = 0; i < 5; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (b->rank == 0) {
+            ptsc_request_t r;
+            BENCH_CHECK(bench_gpu_spin(10 * 1000 * 1000LL, stream));
+            double t0 = bench_now();
+            BENCH_CHECK(ptsc_isend(b->ctx, b->dev, (int)bytes, MPI_BYTE, 1, 0, 3, &r));
+            us[i] = (bench_now() - t0) * 1e6;
+            BENCH_CHECK(ptsc_wait(&r));
+        } else {
+            BENCH_CHECK(ptsc_recv(b->ctx, b->dev, (int)bytes, MPI_BYTE, 0, 0, 3));
+            us[i] = 0;
+        }
+    }
+    BENCH_CHECK(ptsc_sync(b->ctx, PTSC_SCOPE_THREAD));
+    for (int i = 1; i < 5; i++) /* insertion sort: median of five */
+        for (int j = i; j > 0 && us[j] < us[j - 1]; j--) {
+            double t = us[j];
+            us[j] = us[j - 1];
+            us[j - 1] = t;
+        }
+    return us[2];
 }
 
 static int reps_for(size_t bytes, int quick)
@@ -167,7 +209,8 @@ int main(int argc, char **argv)
     BENCH_CHECK(ptsc_thread_attach(0, &b.ctx));
     b.gpu = bench_gpu_available();
     const int saved_staging = ptsc__g.staging;
-    const size_t saved_chunk = ptsc__g.cfg.staging_chunk;
+    const size_t saved_chunk = ptsc__g.cfg.staging_chunk, saved_dmin = ptsc__g.direct_min;
+    const size_t auto_dmin = ptsc__g.cfg.direct_min ? ptsc__g.cfg.direct_min : PTSC__DIRECT_MIN_AUTO;
     if (b.gpu) {
         BENCH_CHECK(bench_gpu_malloc(&b.dev, max_bytes));
         BENCH_CHECK(bench_gpu_pinned(&b.host, max_bytes));
@@ -190,13 +233,15 @@ int main(int argc, char **argv)
                    "PTSC_CUDA_AWARE=yes only if it really is.\n\n",
                    ptsc__mpi_cuda_support());
         if (b.gpu) {
-            printf("| size | manual (cudaMemcpy + MPI) | direct |");
+            printf("| size | manual (cudaMemcpy + MPI) | direct | auto (staged below %s) |",
+                   bench_size_text(auto_dmin, cs, sizeof cs));
             for (int c = 0; c < nchunks; c++)
                 printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
-            printf(" best staged / manual | direct / manual |\n|---:|---:|---:|");
+            printf(" best staged / manual | direct / manual | auto / max(manual, direct) "
+                   "|\n|---:|---:|---:|---:|");
             for (int c = 0; c < nchunks; c++)
                 printf("---:|");
-            printf("---:|---:|\n");
+            printf("---:|---:|---:|\n");
         } else {
             printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
         }
@@ -205,10 +250,14 @@ int main(int argc, char **argv)
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         const int reps = reps_for(bytes, b.quick);
         double manual = gbps(bytes, reps, pingpong_manual(&b, bytes, reps));
-        double direct = 0;
+        double direct = 0, adaptive = 0;
         if (direct_ok) {
-            set_path(0, saved_chunk);
+            set_path(&b, 0, saved_chunk, 0);
             direct = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+            if (b.gpu) {
+                set_path(&b, 0, saved_chunk, auto_dmin < saved_chunk ? auto_dmin : saved_chunk);
+                adaptive = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+            }
         }
         if (!b.gpu) {
             if (b.rank == 0)
@@ -219,28 +268,55 @@ int main(int argc, char **argv)
         }
         double staged[MAXCHUNKS], best = 0;
         for (int c = 0; c < nchunks; c++) {
-            set_path(1, chunks[c]);
+            set_path(&b, 1, chunks[c], 0);
             staged[c] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
             best = staged[c] > best ? staged[c] : best;
         }
         if (b.rank == 0) {
             printf("| %s | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual);
             if (direct_ok)
-                printf("%.2f |", direct);
+                printf("%.2f | %.2f |", direct, adaptive);
             else
-                printf("skipped |");
+                printf("skipped | skipped |");
             for (int c = 0; c < nchunks; c++)
                 printf(" %.2f |", staged[c]);
             printf(" %.2f |", best / manual);
             if (direct_ok)
-                printf(" %.2f |\n", direct / manual);
+                printf(" %.2f | %.2f |\n", direct / manual, adaptive / (direct > manual ? direct : manual));
             else
-                printf(" - |\n");
+                printf(" - | - |\n");
             fflush(stdout);
         }
     }
 
-    set_path(saved_staging, saved_chunk);
+    if (b.gpu) {
+        static const size_t isz[] = {(size_t)64 << 10, (size_t)4 << 20};
+        if (b.rank == 0)
+            printf("\n## ptsc_isend of a device buffer behind a 10 ms kernel on the thread's stream\n\n"
+                   "Median of 5, microseconds until ptsc_isend returned.\n\n| size | path | isend returns "
+                   "after (us) |\n|---:|---|---:|\n");
+        for (int i = 0; i < 2 && isz[i] <= max_bytes; i++) {
+            for (int path = 0; path < 3; path++) {
+                if (path < 2 && !direct_ok)
+                    continue;
+                if (path == 0)
+                    set_path(&b, 0, saved_chunk, 0);
+                else if (path == 1)
+                    set_path(&b, 0, saved_chunk, auto_dmin < saved_chunk ? auto_dmin : saved_chunk);
+                else
+                    set_path(&b, 1, saved_chunk, 0);
+                double us = isend_behind_kernel(&b, isz[i]);
+                if (b.rank == 0)
+                    printf("| %s | %s | %.1f |\n", bench_size_text(isz[i], sz, sizeof sz),
+                           path == 0   ? "direct"
+                           : path == 1 ? "auto"
+                                       : "staged",
+                           us);
+            }
+        }
+        fflush(stdout);
+    }
+    set_path(&b, saved_staging, saved_chunk, saved_dmin);
     if (b.gpu) {
         bench_gpu_free(b.dev);
         bench_gpu_free_pinned(b.host);
