@@ -11,7 +11,8 @@
 #     of the staging build.
 #  4. The jacobi example on the device, in both builds (if built).
 #
-# PTSC_GPU_BENCH=0 leaves the benchmarks out (about 100 s).
+# PTSC_GPU_BENCH=0 leaves the benchmarks out (about 100 s), PTSC_GPU_SANITIZER=0
+# the compute-sanitizer runs (up to 200 s each).
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -109,7 +110,9 @@ build_and_test sys build-gpu-sys
 #    rank runs under the tool).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 BIN=build-gpu-sys/tests/gpu
-if [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
+if [ "${PTSC_GPU_SANITIZER:-1}" = 0 ]; then
+  row "compute-sanitizer" SKIP "PTSC_GPU_SANITIZER=0" "-"
+elif [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
   for tool in memcheck racecheck synccheck; do
     for t in "test_gpu_stagepool 1" "test_gpu_staging 2" "test_gpu_memory 2"; do
       set -- $t
