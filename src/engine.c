@@ -37,7 +37,10 @@
  *   send, staged: IDLE -> COPY (device-to-host copy queued) -> MPI -> DONE
  *   recv, staged: IDLE -> MPI (into a slot) -> DONE (host-to-device copy queued)
  *   direct:       IDLE -> MPI -> DONE
- * Pieces start as ring slots allow and are posted to MPI in order. Every
+ * Pieces start as ring slots allow and are posted to MPI in order. A
+ * receive takes a slot only for a part that was sent (matched by a probe
+ * first), so a slot never waits on a peer and the send and receive rings of
+ * two threads cannot wait on each other. Every
  * call of the owning thread into ptsc runs a progress pass over its requests
  * in the order they started, so ptsc_isend returns at once and several
  * messages of a thread overlap; a thread that waits drives all of them.
@@ -65,6 +68,7 @@ enum { R_MATCH = 0, R_RUN, R_DONE };
 
 typedef struct {
     MPI_Request mreq;
+    MPI_Message msg; /* staged continuation piece: matched before it takes a slot */
     ptsc__slot_t *slot;
     char *scratch; /* a received piece that does not fit the user's buffer as it is */
     int st;
@@ -140,6 +144,7 @@ static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
     r->ctx = ctx;
     r->pc = &r->one;
     r->one.mreq = MPI_REQUEST_NULL;
+    r->one.msg = MPI_MESSAGE_NULL;
     r->msg = MPI_MESSAGE_NULL;
     r->first_type = MPI_DATATYPE_NULL;
     return r;
@@ -192,8 +197,10 @@ static int set_pieces(struct ptsc_request *r, int n)
             r->npieces = 1;
             return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc: %d message pieces", n);
         }
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < n; k++) {
             r->pc[k].mreq = MPI_REQUEST_NULL;
+            r->pc[k].msg = MPI_MESSAGE_NULL;
+        }
     }
     return PTSC_OK;
 }
@@ -235,6 +242,27 @@ static size_t status_bytes(const MPI_Status *st)
  * still waiting to post its own (MPI's order is the order of posting, so
  * a message or receive that waits for a slot or a sync holds back the ones
  * behind it). Framed jobs order receives by matching instead (progress). */
+static int unmatched(const struct ptsc_request *q)
+{
+    return q->state == R_MATCH ||
+           (q->state == R_RUN && q->nposted == 0 && q->msg == MPI_MESSAGE_NULL && !q->first && !q->framed);
+}
+
+/* Whether an earlier request of the thread on r's channel still waits to
+ * post its first part (sends) or to match (receives). */
+static int earlier_waiting(const struct ptsc_request *r)
+{
+    for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
+        if (q->state == R_DONE || q->is_recv != r->is_recv || q->thread != r->thread || q->tag != r->tag)
+            continue;
+        if (r->is_recv ? !unmatched(q) : q->nposted > 0)
+            continue;
+        if (q->rank == r->rank || q->rank == PTSC_ANY_RANK || r->rank == PTSC_ANY_RANK)
+            return 1;
+    }
+    return 0;
+}
+
 static int may_post_first(struct ptsc_request *r)
 {
     if (r->deferred) {
@@ -243,16 +271,10 @@ static int may_post_first(struct ptsc_request *r)
             return 0; /* an event error shows again on the next pass */
         r->deferred = 0;
     }
-    if (r->is_recv && ptsc__g.framed)
+    /* A matched receive's order is settled. */
+    if (r->is_recv && (r->msg != MPI_MESSAGE_NULL || r->first || r->framed))
         return 1;
-    for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
-        if (q->state == R_DONE || q->is_recv != r->is_recv || q->nposted > 0 || q->thread != r->thread ||
-            q->tag != r->tag)
-            continue;
-        if (q->rank == r->rank || q->rank == PTSC_ANY_RANK || r->rank == PTSC_ANY_RANK)
-            return 0;
-    }
-    return 1;
+    return !earlier_waiting(r);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -418,8 +440,9 @@ static int recv_post(struct ptsc_request *r, int k)
     int count = 0;
     MPI_Datatype type = MPI_BYTE;
     if (r->staged) {
-        if (!r->framed && r->msg == MPI_MESSAGE_NULL)
-            len = r->bytes; /* a plain staged receive posted before its message: capacity */
+        /* A plain message larger than the receive: MPI truncates it. */
+        if (!r->framed && len > r->bytes)
+            len = r->bytes;
         buf = p->slot->host;
         count = (int)len;
     } else if (!r->framed) {
@@ -451,6 +474,8 @@ static int recv_post(struct ptsc_request *r, int k)
     }
     if (k == 0 && r->msg != MPI_MESSAGE_NULL)
         mrc = MPI_Imrecv(buf, count, type, &r->msg, &p->mreq);
+    else if (p->msg != MPI_MESSAGE_NULL)
+        mrc = MPI_Imrecv(buf, count, type, &p->msg, &p->mreq);
     else
         mrc = MPI_Irecv(buf, count, type, a.rank, a.tag, a.comm, &p->mreq);
     return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, "ptsc receive");
@@ -508,6 +533,21 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
     if (p->st == P_IDLE) {
         if (k != r->nposted || (k == 0 && !may_post_first(r)))
             return;
+        /* A slot is taken only for data that was sent (its part matched):
+         * slots never wait on a peer, so the two rings cannot deadlock. */
+        if (r->staged && k > 0 && p->msg == MPI_MESSAGE_NULL) {
+            ptsc__addr_t a;
+            MPI_Status st;
+            int flag = 0;
+            piece_addr(r, k, &a);
+            int mrc = MPI_Improbe(a.rank, a.tag, a.comm, &flag, &p->msg, &st);
+            if (mrc != MPI_SUCCESS) {
+                rc = ptsc__err_mpi(mrc, "ptsc receive: MPI_Improbe");
+                goto out;
+            }
+            if (!flag)
+                return;
+        }
         if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, &p->slot)) != PTSC_OK)
             goto out;
         if (r->staged && !p->slot)
@@ -597,7 +637,7 @@ static int matched(struct ptsc_request *r, MPI_Message msg, size_t n, int src, c
     r->first_n = n;
     r->src_rank = src;
     r->first = first;
-    r->framed = n > chunk();
+    r->framed = ptsc__g.framed && n > chunk();
     if (r->framed && n != chunk() + PTSC__HDR_BYTES)
         return ptsc__err(PTSC_ERR_INTERNAL,
                          "ptsc receive: a %zu-byte first part from rank %d is neither a plain message nor a "
@@ -700,6 +740,14 @@ static void abandon(struct ptsc_request *r)
                 MPI_Cancel(&p->mreq);
             MPI_Wait(&p->mreq, MPI_STATUS_IGNORE);
         }
+        if (p->msg != MPI_MESSAGE_NULL) {
+            size_t off, len;
+            piece_range(r, k, &off, &len);
+            char *tmp = malloc(len ? len : 1);
+            if (tmp)
+                MPI_Mrecv(tmp, (int)len, MPI_BYTE, &p->msg, MPI_STATUS_IGNORE);
+            free(tmp);
+        }
         if (p->slot) {
             (void)ptsc__ring_wait(p->slot);
             ptsc__ring_put(p->slot);
@@ -730,6 +778,8 @@ static void abandon(struct ptsc_request *r)
 static void step(struct ptsc_request *r, int *moved)
 {
     if (r->state == R_MATCH) {
+        if (earlier_waiting(r))
+            return;
         int rc = try_match(r, moved);
         if (rc != PTSC_OK) {
             fail(r, rc);
@@ -757,46 +807,15 @@ static void step(struct ptsc_request *r, int *moved)
     finish_if_done(r);
 }
 
-/* Receives of one pass that found no message: later receives of the same
- * channel must not match before them (MPI's order of posted receives). */
-typedef struct {
-    int n;
-    int rank[8], thread[8], tag[8];
-} blocked_t;
-
-static int is_blocked(const blocked_t *b, const struct ptsc_request *r)
-{
-    if (b->n > 8)
-        return 1;
-    for (int i = 0; i < b->n; i++)
-        if (b->thread[i] == r->thread && b->tag[i] == r->tag &&
-            (b->rank[i] == r->rank || b->rank[i] == PTSC_ANY_RANK || r->rank == PTSC_ANY_RANK))
-            return 1;
-    return 0;
-}
-
 static int progress_pass(ptsc_ctx_t *ctx)
 {
     int moved = 0;
-    blocked_t b = {0};
     struct ptsc_request *r = ctx->active, *next;
     for (; r; r = next) {
         next = r->anext;
         if (r->state == R_DONE)
             continue;
-        if (r->state == R_MATCH) {
-            if (is_blocked(&b, r))
-                continue;
-            step(r, &moved);
-            if (r->state == R_MATCH) {
-                if (b.n < 8) {
-                    b.rank[b.n] = r->rank;
-                    b.thread[b.n] = r->thread;
-                    b.tag[b.n] = r->tag;
-                }
-                b.n++;
-            }
-        } else {
+        {
             step(r, &moved);
         }
     }
@@ -879,8 +898,11 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
         ctx->stats.sends++;
         ctx->stats.bytes_sent += bytes;
     } else {
-        /* Without framing every message is plain: post it now, MPI orders it. */
-        r->state = ptsc__g.framed ? R_MATCH : R_RUN;
+        /* Without framing every message is plain: an unstaged receive is
+         * posted now and MPI orders it; a staged one matches first, like
+         * every receive of a framed job, so that it takes a slot only for a
+         * message that was sent. */
+        r->state = ptsc__g.framed || staged ? R_MATCH : R_RUN;
         ctx->stats.recvs++;
     }
     if (rc != PTSC_OK) {
