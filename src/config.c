@@ -231,7 +231,7 @@ static int parse_var(const var_t *v, const char *s, ptsc__config_t *cfg)
     case VAR_SIZE: {
         long long x;
         if (strcmp(s, "auto") == 0 && strcmp(v->def, "auto") == 0) {
-            *(size_t *)field = 0;
+            *(size_t *)field = PTSC__SIZE_AUTO;
             return PTSC_OK;
         }
         if (parse_size(s, &x) != 0 || x < v->min || x > v->max)

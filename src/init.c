@@ -108,7 +108,7 @@ static int choose_paths(void)
     /* On a CUDA-aware MPI, device messages below PTSC_DIRECT_MIN are staged
      * (one slot, so never above a chunk); auto is the crossover measured on
      * an H200 (docs/perf). */
-    size_t dmin = c->direct_min ? c->direct_min : PTSC__DIRECT_MIN_AUTO;
+    size_t dmin = c->direct_min == PTSC__SIZE_AUTO ? PTSC__DIRECT_MIN_AUTO : c->direct_min;
     ptsc__g.direct_min = ptsc__g.cuda_aware && !ptsc__g.staging ? dmin : 0;
     if (ptsc__g.direct_min > c->staging_chunk)
         ptsc__g.direct_min = c->staging_chunk;

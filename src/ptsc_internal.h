@@ -30,6 +30,8 @@
 #define PTSC__DETAIL_LEN 512
 #define PTSC__MAX_DEVLIST 64
 #define PTSC__MAX_THREADS_LIMIT 4096
+/* A size variable set to auto (0 is a valid size). */
+#define PTSC__SIZE_AUTO SIZE_MAX
 /* PTSC_DIRECT_MIN=auto: device messages below this go staged on a CUDA-aware MPI. */
 #define PTSC__DIRECT_MIN_AUTO ((size_t)1 << 20)
 
@@ -71,7 +73,7 @@ typedef struct {
     int staging;    /* PTSC__STAGING_* */
     size_t staging_chunk;
     int staging_depth; /* slots per staging ring */
-    size_t direct_min; /* 0: auto */
+    size_t direct_min; /* PTSC__SIZE_AUTO: auto */
     int log;           /* PTSC__LOG_* */
     int stats;
     int print_config;

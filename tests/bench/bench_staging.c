@@ -210,7 +210,8 @@ int main(int argc, char **argv)
     b.gpu = bench_gpu_available();
     const int saved_staging = ptsc__g.staging;
     const size_t saved_chunk = ptsc__g.cfg.staging_chunk, saved_dmin = ptsc__g.direct_min;
-    const size_t auto_dmin = ptsc__g.cfg.direct_min ? ptsc__g.cfg.direct_min : PTSC__DIRECT_MIN_AUTO;
+    const size_t auto_dmin =
+        ptsc__g.cfg.direct_min == PTSC__SIZE_AUTO ? PTSC__DIRECT_MIN_AUTO : ptsc__g.cfg.direct_min;
     if (b.gpu) {
         BENCH_CHECK(bench_gpu_malloc(&b.dev, max_bytes));
         BENCH_CHECK(bench_gpu_pinned(&b.host, max_bytes));

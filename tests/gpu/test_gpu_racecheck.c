@@ -36,6 +36,9 @@ int main(int argc, char **argv)
     setenv("PTSC_SYNC_CHECK", want_error ? "error" : "warn", 1);
     setenv("PTSC_SYNC_SCOPE", "none", 1);
     setenv("PTSC_MAX_THREADS", "1", 1);
+    /* The race check watches direct hand-overs: on a CUDA-aware MPI, send
+     * every size directly (small ones would otherwise be staged). */
+    setenv("PTSC_DIRECT_MIN", "0", 1);
     if (ptsc_init(&argc, &argv) != PTSC_OK) {
         fprintf(stderr, "ptsc_init: %s\n", ptsc_last_error());
         return 1;
