@@ -70,6 +70,10 @@ static const var_t vars[] = {
     {"PTSC_DIRECT_MIN", "auto", VAR_SIZE, FIELD(direct_min), NULL, 0, 1LL << 30,
      "On a CUDA-aware MPI, device messages smaller than this are staged through pinned memory (faster for "
      "small messages), larger ones go to MPI directly; auto is 1MiB. Capped at PTSC_STAGING_CHUNK."},
+    {"PTSC_RECV_GUARD", "auto", VAR_ENUM, FIELD(recv_guard), tri_choices, 0, 0,
+     "Receives first match their message (a matched probe), so that a message larger than the receive "
+     "buffer is never written past it: auto (yes with Open MPI, whose 4.1 releases overflow the buffer of a "
+     "truncated large message), yes or no."},
     {"PTSC_LOG", "warn", VAR_ENUM, FIELD(log), log_choices, 0, 0,
      "Log level of messages on stderr; each line carries rank and thread."},
     {"PTSC_STATS", "0", VAR_BOOL, FIELD(stats), NULL, 0, 0,

@@ -308,6 +308,40 @@ static void piece_addr(const struct ptsc_request *r, int k, ptsc__addr_t *a)
         ptsc__lanes_cont_addr(me, r->thread, r->rank, r->id, a);
 }
 
+/* Whether every send slot is held by a first part that MPI holds until the
+ * receiver matches it (continuation pieces hold slots only for messages
+ * the receiver matched, so they always complete). The receiver may take those messages in any order
+ * (they are all in flight, as far as MPI is concerned), so a send that
+ * waited for one of these slots could wait forever. */
+static int send_ring_stuck(ptsc_ctx_t *ctx)
+{
+    int held = 0;
+    for (struct ptsc_request *q = ctx->active; q; q = q->anext)
+        if (!q->is_recv && q->staged && q->state == R_RUN && q->pc[0].slot && q->pc[0].st == P_MPI)
+            held++;
+    return held >= ctx->ring[PTSC__RING_SEND].n;
+}
+
+/* Stage piece k outside the ring, in ordinary memory, when the ring is
+ * stuck (above). The copy is synchronous: it waits for the thread's stream.
+ * Pinned memory stays bounded; this memory is what MPI itself would buffer. */
+static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t len, int hdr)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    if (!(p->scratch = malloc(len + (size_t)hdr + 1)))
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc send: %zu-byte overflow buffer", len + (size_t)hdr);
+    if (hdr)
+        memcpy(p->scratch, &r->hdr, PTSC__HDR_BYTES);
+    p->st = P_COPY;
+    ctx->stats.staged_bytes += len;
+    if (ptsc__g.ndevices == 0 || len == 0) {
+        memcpy(p->scratch + hdr, r->user + off, len);
+        return PTSC_OK;
+    }
+    int rc = ptsc__gpu_copy_async(p->scratch + hdr, r->user + off, len, ctx->stream);
+    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->stream) : rc;
+}
+
 /* Advance send piece k; *moved = 1 when its state changed. */
 static void send_step(struct ptsc_request *r, int k, int *moved)
 {
@@ -317,8 +351,24 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
     piece_range(r, k, &off, &len);
     int hdr = r->framed && k == 0 ? PTSC__HDR_BYTES : 0, rc = PTSC_OK;
     if (p->st == P_IDLE && r->staged) {
-        if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &p->slot)) != PTSC_OK || !p->slot)
+        /* First parts take slots in their channel's order, or a later one
+         * could hold the slot an earlier one needs to go first. Continuation
+         * pieces take slots only once the receiver matched the message (its
+         * first part went with MPI_Issend and completed): until then the
+         * receiver may want other messages first, and those need slots. */
+        if (k == 0 && earlier_waiting(r))
+            return;
+        if (k > 0 && r->pc[0].st != P_DONE)
+            return;
+        if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &p->slot)) != PTSC_OK)
             goto out;
+        if (!p->slot) {
+            if (!send_ring_stuck(ctx))
+                return; /* a slot frees up soon */
+            rc = overflow_copy(r, p, off, len, hdr);
+            *moved = 1;
+            goto out;
+        }
         if (hdr)
             memcpy(p->slot->host, &r->hdr, PTSC__HDR_BYTES);
         p->st = P_COPY;
@@ -327,7 +377,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         if (rc != PTSC_OK)
             goto out;
     }
-    if (p->st == P_COPY) {
+    if (p->st == P_COPY && p->slot) {
         int done = 0;
         if ((rc = ptsc__ring_done(p->slot, &done)) != PTSC_OK || !done)
             goto out;
@@ -336,8 +386,12 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         ptsc__addr_t a;
         piece_addr(r, k, &a);
         int mrc;
-        if (r->staged)
-            mrc = MPI_Isend(p->slot->host, (int)(len + hdr), MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        if (r->staged && hdr)
+            mrc = MPI_Issend(p->slot ? p->slot->host : p->scratch, (int)(len + hdr), MPI_BYTE, a.rank, a.tag,
+                             a.comm, &p->mreq);
+        else if (r->staged)
+            mrc = MPI_Isend(p->slot ? p->slot->host : p->scratch, (int)(len + hdr), MPI_BYTE, a.rank, a.tag,
+                            a.comm, &p->mreq);
         else if (!r->framed)
             mrc = MPI_Isend(r->user, r->count, r->type, a.rank, a.tag, a.comm, &p->mreq);
         else if (k == 0)
@@ -361,6 +415,8 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         if (flag) {
             ptsc__ring_put(p->slot);
             p->slot = NULL;
+            free(p->scratch);
+            p->scratch = NULL;
             p->st = P_DONE;
             r->ndone++;
             *moved = 1;
@@ -440,11 +496,22 @@ static int recv_post(struct ptsc_request *r, int k)
     int count = 0;
     MPI_Datatype type = MPI_BYTE;
     if (r->staged) {
-        /* A plain message larger than the receive: MPI truncates it. */
-        if (!r->framed && len > r->bytes)
-            len = r->bytes;
+        /* MPI is never given a count below the message's size (see guarded):
+         * a plain message larger than the slot goes to ordinary memory. */
         buf = p->slot->host;
+        if (len > chunk() + PTSC__HDR_BYTES) {
+            if (!(p->scratch = malloc(len)))
+                return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu-byte message", len);
+            buf = p->scratch;
+        }
         count = (int)len;
+    } else if (!r->framed && r->msg != MPI_MESSAGE_NULL && r->first_n > r->bytes) {
+        /* Matched and too large: received whole beside the buffer, so that
+         * nothing is written past it (see self_or_any). */
+        if (!(p->scratch = malloc(r->first_n)))
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu-byte message", r->first_n);
+        buf = p->scratch;
+        count = (int)r->first_n;
     } else if (!r->framed) {
         buf = r->user;
         count = r->count;
@@ -491,8 +558,22 @@ static int recv_arrived(struct ptsc_request *r, int k, const MPI_Status *st)
         r->src_rank = st->MPI_SOURCE;
     if (k == 0 && !r->framed) {
         r->total = n;
-        if (r->staged)
+        if (r->staged && p->scratch) {
+            /* Only a truncated message lands here; the scratch memory is
+             * freed next, so its copy completes first. */
+            size_t fit = piece_fit(r, 0, n);
+            if (fit && ptsc__g.ndevices > 0) {
+                rc = ptsc__gpu_copy_async(r->user, p->scratch, fit, r->ctx->stream);
+                if (rc == PTSC_OK)
+                    rc = ptsc__gpu_stream_sync(r->ctx->stream);
+            } else if (fit) {
+                memcpy(r->user, p->scratch, fit);
+            }
+        } else if (r->staged) {
             rc = recv_deliver(r, 0, p->slot->host, n);
+        } else if (p->scratch) {
+            rc = recv_deliver(r, 0, p->scratch, n);
+        }
         if (rc == PTSC_OK && n > r->bytes)
             rc = ptsc__err(PTSC_ERR_TRUNCATE,
                            "ptsc receive: a %zu-byte message does not fit the %zu-byte buffer", n, r->bytes);
@@ -566,6 +647,8 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
             rc = mpi_status(mrc, "ptsc receive");
             if (rc == PTSC_ERR_TRUNCATE) /* plain: MPI consumed the message */
                 r->total = r->bytes;
+            if (k == 0 && r->src_rank < 0)
+                r->src_rank = st.MPI_SOURCE;
             ptsc__ring_put(p->slot); /* nothing was copied from it */
             p->slot = NULL;
             p->st = P_DONE;
@@ -832,6 +915,15 @@ void ptsc__engine_progress(ptsc_ctx_t *ctx)
 /* Starting                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* PTSC_RECV_GUARD: receives match their message first (a matched probe) even
+ * where the job does not frame, so that a message larger than the receive
+ * is taken beside the buffer and reported as a truncation. Open MPI 4.1.4
+ * writes such a message past the end of the receive buffer when it travels
+ * by its single-copy protocol (AddressSanitizer: heap-buffer-overflow in
+ * mca_btl_vader_get_cma / mca_btl_self under
+ * mca_pml_ob1_recv_request_get_frag, from a plain MPI_Recv too). */
+static int guarded(void) { return ptsc__g.recv_guard; }
+
 int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
                        int rank, int thread, int tag, const char *call, struct ptsc_request **out)
 {
@@ -902,7 +994,7 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
          * posted now and MPI orders it; a staged one matches first, like
          * every receive of a framed job, so that it takes a slot only for a
          * message that was sent. */
-        r->state = ptsc__g.framed || staged ? R_MATCH : R_RUN;
+        r->state = ptsc__g.framed || staged || guarded() ? R_MATCH : R_RUN;
         ctx->stats.recvs++;
     }
     if (rc != PTSC_OK) {
@@ -1002,10 +1094,37 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
     return rc != PTSC_OK ? rc : ptsc__engine_wait(r, NULL);
 }
 
+/* A blocking receive whose message a probe already matched but which does
+ * not fit: through a request, which takes it beside the buffer. */
+static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                        int thread, int tag, MPI_Message msg, const MPI_Status *st, ptsc_info_t *info,
+                        const char *call)
+{
+    struct ptsc__stash *s = calloc(1, sizeof *s);
+    if (!s) {
+        char sink;
+        MPI_Mrecv(&sink, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: probe stash", call);
+    }
+    s->src_rank = st->MPI_SOURCE;
+    s->src_thread = thread;
+    s->tag = tag;
+    s->msg = msg;
+    s->n = status_bytes(st);
+    s->next = ctx->stash; /* the stash was empty: this is its first entry */
+    ctx->stash = s;
+    struct ptsc_request *r;
+    int rc = ptsc__engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, info);
+}
+
 int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                       int thread, int tag, ptsc_info_t *info, const char *call)
 {
-    if (!ctx->active && !ptsc__g.framed) {
+    /* Host memory, nothing of this thread in flight, no framing: one MPI
+     * receive with no request object (guarded: a blocking matched probe
+     * first, and a message that does not fit goes the request's way). */
+    if (!ctx->active && !ctx->stash && !ptsc__g.framed) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
         int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
         if (rc != PTSC_OK)
@@ -1015,8 +1134,18 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
                 return rc;
             ptsc__addr_t a;
             MPI_Status st;
+            MPI_Message msg = MPI_MESSAGE_NULL;
             ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
-            int mrc = MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
+            int mrc = MPI_SUCCESS;
+            if (guarded()) {
+                mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
+                if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes)
+                    return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info,
+                                        call);
+            }
+            if (mrc == MPI_SUCCESS)
+                mrc = guarded() ? MPI_Mrecv(buf, count, type, &msg, &st)
+                                : MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
             ctx->stats.recvs++;
             if (mrc != MPI_SUCCESS) {
                 rc = mpi_status(mrc, call);

@@ -74,6 +74,7 @@ typedef struct {
     size_t staging_chunk;
     int staging_depth; /* slots per staging ring */
     size_t direct_min; /* PTSC__SIZE_AUTO: auto */
+    int recv_guard;    /* PTSC__TRI_* */
     int log;           /* PTSC__LOG_* */
     int stats;
     int print_config;
@@ -161,6 +162,7 @@ typedef struct {
     int staging;          /* device buffers are staged through pinned memory */
     int framed;           /* messages above a chunk may travel framed (engine.c); all ranks agree */
     int stage_host;       /* no device, PTSC_STAGING=always: host buffers exercise the ring */
+    int recv_guard;       /* receives match first, so a truncation never reaches MPI (engine.c) */
     size_t direct_min;    /* CUDA-aware: device messages below this are staged */
     pthread_mutex_t lock; /* guards slots[] and retired[] */
     ptsc_ctx_t **slots;
