@@ -1,0 +1,98 @@
+# Tests of the transfer engine (issue 7): the differential test of the wire
+# formats and the named regression cases. Included from tests/CMakeLists.txt
+# after the MPI test loop, whose variables it uses (MPIEXEC_*, PTSC_MPIEXEC_EXTRA,
+# PTSC_TEST_TIMEOUT, PTSC_TEST_MPI_THREADS, PTSC_TEST_MPI_RANKS):
+#   include(mpi/engine_tests.cmake)
+#
+#  mpi_diff_np2_<comm>           tests/mpi/mpi_diff.c run by diff_records.cmake
+#                                under PTSC_STAGING=never, always with a 4 KiB
+#                                chunk and always with the default chunk; the
+#                                records of the three runs must be identical.
+#  mpi_regress_<case>_<fmt>_<comm>  tests/mpi/mpi_regress.c CASE, with fmt
+#                                never (PTSC_STAGING=never), always4k
+#                                (PTSC_STAGING=always, PTSC_STAGING_CHUNK=4k)
+#                                and, for the cases with messages around
+#                                4 MiB, always (the default 4 MiB chunk).
+
+set(PTSC_DIFF_OPS 1500 CACHE STRING "Operations of the mpi_diff schedule")
+set(PTSC_DIFF_RANKS 2 CACHE STRING "Ranks of the mpi_diff runs")
+
+set(_ptsc_engine_env
+  "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+
+foreach(prog mpi_diff mpi_regress)
+  add_executable(${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
+  target_link_libraries(${prog} PRIVATE ptsc::ptsc MPI::MPI_C OpenMP::OpenMP_C Threads::Threads ptsc_warnings)
+  target_compile_definitions(${prog} PRIVATE _GNU_SOURCE)
+endforeach()
+
+# The differential test: one ctest entry per PTSC_COMM mode, each running the
+# three formats. Lists travel to the script with | between items.
+string(REPLACE ";" "|" _ptsc_diff_extra "${PTSC_MPIEXEC_EXTRA}")
+string(REPLACE ";" "|" _ptsc_diff_pre "${MPIEXEC_PREFLAGS}")
+string(REPLACE ";" "|" _ptsc_diff_post "${MPIEXEC_POSTFLAGS}")
+foreach(comm dup shared)
+  set(name mpi_diff_np${PTSC_DIFF_RANKS}_${comm})
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG}
+            -DNP=${PTSC_DIFF_RANKS} "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}"
+            "-DPOSTFLAGS=${_ptsc_diff_post}" -DPROGRAM=$<TARGET_FILE:mpi_diff> -DARGS=${PTSC_DIFF_OPS}
+            -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi_diff_${comm} -DTIMEOUT=${PTSC_TEST_TIMEOUT}
+            -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
+  math(EXPR _ptsc_diff_timeout "3 * ${PTSC_TEST_TIMEOUT} + 30")
+  set_tests_properties(${name} PROPERTIES
+    LABELS mpi
+    TIMEOUT ${_ptsc_diff_timeout}
+    PROCESSORS ${PTSC_DIFF_RANKS}
+    RESOURCE_LOCK mpiexec
+    PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
+    FAIL_REGULAR_EXPRESSION "FAIL"
+    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+endforeach()
+
+# The named regression cases.
+set(_ptsc_regress_cases recv_larger truncate_then_next isend_many detach_pending exit_pending big_type probe
+  any_rank derived)
+# Cases whose sizes straddle the default 4 MiB chunk also run with it.
+set(_ptsc_regress_default_chunk recv_larger truncate_then_next isend_many probe any_rank)
+# any_rank needs several other ranks: the largest count the MPI tests use.
+set(_ptsc_regress_np_max 2)
+foreach(np IN LISTS PTSC_TEST_MPI_RANKS)
+  if(np GREATER _ptsc_regress_np_max)
+    set(_ptsc_regress_np_max ${np})
+  endif()
+endforeach()
+
+foreach(case IN LISTS _ptsc_regress_cases)
+  set(np 2)
+  if(case STREQUAL "any_rank")
+    set(np ${_ptsc_regress_np_max})
+  endif()
+  set(fmts never always4k)
+  if(case IN_LIST _ptsc_regress_default_chunk)
+    list(APPEND fmts always)
+  endif()
+  foreach(fmt IN LISTS fmts)
+    if(fmt STREQUAL "never")
+      set(fmt_env "PTSC_STAGING=never")
+    elseif(fmt STREQUAL "always4k")
+      set(fmt_env "PTSC_STAGING=always;PTSC_STAGING_CHUNK=4k")
+    else()
+      set(fmt_env "PTSC_STAGING=always;PTSC_STAGING_CHUNK=4MiB")
+    endif()
+    foreach(comm dup shared)
+      set(name mpi_regress_${case}_${fmt}_${comm})
+      add_test(NAME ${name}
+        COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${PTSC_MPIEXEC_EXTRA} ${MPIEXEC_PREFLAGS}
+                $<TARGET_FILE:mpi_regress> ${MPIEXEC_POSTFLAGS} ${case})
+      set_tests_properties(${name} PROPERTIES
+        LABELS mpi
+        TIMEOUT ${PTSC_TEST_TIMEOUT}
+        PROCESSORS ${np}
+        RESOURCE_LOCK mpiexec
+        PASS_REGULAR_EXPRESSION "PASSED mpi_regress ${case}"
+        FAIL_REGULAR_EXPRESSION "FAIL"
+        ENVIRONMENT "PTSC_COMM=${comm};${fmt_env};${_ptsc_engine_env}")
+    endforeach()
+  endforeach()
+endforeach()

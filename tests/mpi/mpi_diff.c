@@ -1,0 +1,1027 @@
+/*
+ * Differential test of the wire formats. One long, random but reproducible
+ * schedule of point-to-point calls and collectives over every (rank,
+ * thread) endpoint; every rank and thread derives the same schedule from a
+ * fixed seed, so both sides of each message agree on its size, datatype,
+ * receive capacity and completion style without talking.
+ *
+ * Usage: mpi_diff PREFIX [NOPS [SEED]]; MPI_DIFF_TRUNCATE=0 in the environment leaves
+ * the deliberate truncations out (to look at other differences while one is open).
+ * Writes PREFIX.<rank>.txt: one line per operation of each thread (thread
+ * 0's lines first, then thread 1's, ...), holding the operation index, the
+ * status name, the byte count reported in ptsc_info_t and a checksum of the
+ * receive buffer. Only things that do not depend on timing are recorded, so
+ * the files of a run under PTSC_STAGING=never and of a run under the
+ * staging format (any chunk) must be identical: diff_records.cmake checks
+ * that. Independently of the records, every received byte is checked here
+ * (payloads are a function of the operation and the route; the part of a
+ * receive buffer past the message must stay untouched, as MPI requires),
+ * and every failure is printed as a FAIL line.
+ *
+ * What the schedule covers: message sizes from 0 to several 4 KiB chunks,
+ * chunk boundaries, a few messages of several MiB; receive buffers larger
+ * than the message (some of 4 MiB and more); deliberate truncations (the
+ * receive must report PTSC_ERR_TRUNCATE, info.bytes the capacity of its
+ * buffer as ptsc.h specifies, and the channel must stay usable); every pair of endpoints including oneself;
+ * tags 0..63 and ptsc_tag_max; blocking send/recv/recv_info, sendrecv,
+ * isend/irecv completed by ptsc_wait_info in a random order or by
+ * ptsc_waitall, ptsc_test/ptsc_test_info polling, probe and iprobe before
+ * the receive, PTSC_ANY_RANK receives (each with a tag no other operation
+ * uses, so the source is unambiguous), and barrier, bcast, reduce,
+ * allreduce, allgather and alltoall on every thread's lane.
+ *
+ * Deadlock freedom: each point-to-point operation pairs endpoint g with
+ * g ^ mask (both sides of a pair are at the same operation; the lower
+ * endpoint sends first), every request is completed before the thread moves
+ * to its next operation, and a thread waiting at operation i only ever waits
+ * for endpoints at operation i or earlier.
+ */
+#include "mpi_common.h"
+
+#include <pthread.h>
+
+#define KIB 1024
+#define MIB (1024 * 1024)
+#define PATTERN 0xA5 /* receive buffers are filled with it; what the message does not cover must keep it */
+#define NTAGS 64     /* ordinary tags are 0..NTAGS-1 (and ptsc_tag_max); PTSC_ANY_RANK ops use their own */
+#define MAXN 4       /* messages each way in one operation */
+
+static int R, T, P, POW2, TAG_MAX, NOPS = 400;
+static uint64_t SEED = 0x5eed2024u;
+static int TRUNC = 1; /* MPI_DIFF_TRUNCATE=0 leaves truncations out (for diagnosis only) */
+static pthread_barrier_t team;
+
+/* ------------------------------------------------------------------------ */
+/* Reproducible randomness                                                   */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash5(uint64_t a, uint64_t b, uint64_t c, uint64_t d, uint64_t e)
+{
+    uint64_t s = SEED;
+    s ^= splitmix(&s) ^ a;
+    s ^= splitmix(&s) ^ b;
+    s ^= splitmix(&s) ^ c;
+    s ^= splitmix(&s) ^ d;
+    s ^= splitmix(&s) ^ e;
+    return splitmix(&s);
+}
+
+/* Payload bytes: a stream determined by `seed`. */
+static void payload(unsigned char *b, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = splitmix(&s);
+        memcpy(b + i, &v, 8);
+    }
+    if (i < n) {
+        uint64_t v = splitmix(&s);
+        memcpy(b + i, &v, n - i);
+    }
+}
+
+/* Offset of the first byte of b[0, n) that is not the payload of `seed`, or n. */
+static size_t payload_mismatch(const unsigned char *b, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = splitmix(&s);
+        size_t m = n - i < 8 ? n - i : 8;
+        if (memcmp(b + i, &v, m) != 0) {
+            const unsigned char *e = (const unsigned char *)&v;
+            for (size_t j = 0; j < m; j++)
+                if (b[i + j] != e[j])
+                    return i + j;
+        }
+    }
+    return n;
+}
+
+static uint64_t checksum(const unsigned char *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records: one growing text buffer per thread, written out at the end       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *s;
+    size_t len, cap;
+} rec_t;
+
+static rec_t *g_rec; /* [T] */
+
+static void rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void rec(const char *fmt, ...)
+{
+    rec_t *r = &g_rec[g_me];
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = (int)sizeof line - 1;
+    if (r->len + (size_t)n + 2 > r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 1 << 16;
+        while (cap < r->len + (size_t)n + 2)
+            cap *= 2;
+        char *s = realloc(r->s, cap);
+        if (!s)
+            return;
+        r->s = s;
+        r->cap = cap;
+    }
+    memcpy(r->s + r->len, line, (size_t)n);
+    r->len += (size_t)n;
+    r->s[r->len++] = '\n';
+}
+
+/* ------------------------------------------------------------------------ */
+/* The schedule                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum kind {
+    K_BLOCK,     /* send / recv (or recv_info), lower endpoint first */
+    K_SENDRECV,  /* ptsc_sendrecv */
+    K_NB,        /* isend / irecv, then wait_info in a random order, or waitall */
+    K_TEST,      /* isend / irecv, then ptsc_test / ptsc_test_info polling */
+    K_PROBE,     /* isend; probe or iprobe, receive sized by it */
+    K_ANY,       /* receive from PTSC_ANY_RANK */
+    K_ANYGATHER, /* thread t of a root rank receives from thread t of every other rank, PTSC_ANY_RANK */
+    C_BARRIER,
+    C_BCAST,
+    C_REDUCE,
+    C_ALLREDUCE,
+    C_ALLGATHER,
+    C_ALLTOALL,
+    NKINDS
+};
+
+static const char *const kind_name[NKINDS] = {"block",  "sendrecv", "nb",      "test",  "probe",
+                                              "any",    "anygath",  "barrier", "bcast", "reduce",
+                                              "allred", "allgath",  "alltoall"};
+static const int kind_weight[NKINDS] = {14, 9, 16, 10, 10, 8, 5, 3, 6, 5, 5, 4, 4};
+
+typedef struct {
+    int index;
+    int kind;
+    int mask;  /* point-to-point partner: g ^ mask */
+    int tag;   /* ordinary tag, or the op's own tag for PTSC_ANY_RANK */
+    int n;     /* messages each way */
+    int es;    /* element size: 1 (MPI_BYTE) or 4 (MPI_INT) */
+    int flags; /* variant bits, per kind */
+    int root;
+    int perm[2 * MAXN]; /* completion order of the 2n requests */
+} op_t;
+
+static MPI_Datatype op_type(const op_t *o) { return o->es == 4 ? MPI_INT : MPI_BYTE; }
+
+/* A tag no other operation uses (for PTSC_ANY_RANK, where only the tag tells operations apart). */
+static int unique_tag(int index)
+{
+    int span = TAG_MAX - NTAGS; /* tags NTAGS .. TAG_MAX-1 */
+    return NTAGS + index % (span > 0 ? span : 1);
+}
+
+static void gen_op(int index, op_t *o)
+{
+    uint64_t s = hash5(1, (uint64_t)index, 0, 0, 0);
+    memset(o, 0, sizeof *o);
+    o->index = index;
+    int total = 0;
+    for (int k = 0; k < NKINDS; k++)
+        total += kind_weight[k];
+    int w = (int)(splitmix(&s) % (uint64_t)total);
+    for (o->kind = 0; w >= kind_weight[o->kind]; o->kind++)
+        w -= kind_weight[o->kind];
+    o->mask = (int)(splitmix(&s) % (uint64_t)POW2);
+    uint64_t t = splitmix(&s);
+    o->tag = t % 16 == 0 ? TAG_MAX : (int)(t % NTAGS);
+    o->n = 1 + (int)(splitmix(&s) % MAXN);
+    o->es = splitmix(&s) % 4 == 0 ? 4 : 1;
+    o->flags = (int)(splitmix(&s) & 0xffff);
+    o->root = (int)(splitmix(&s) % (uint64_t)R);
+    for (int k = 0; k < 2 * MAXN; k++)
+        o->perm[k] = k;
+    for (int k = 2 * o->n - 1; k > 0; k--) { /* Fisher-Yates over the 2n requests used */
+        int j = (int)(splitmix(&s) % (uint64_t)(k + 1)), x = o->perm[k];
+        o->perm[k] = o->perm[j];
+        o->perm[j] = x;
+    }
+    if (o->kind == K_ANY || o->kind == K_ANYGATHER)
+        o->tag = unique_tag(index);
+    if (o->kind == K_ANY)
+        o->n = 1;
+    if (o->kind == K_PROBE && o->n > 3)
+        o->n = 3;
+}
+
+/* A message size: mostly around the 4 KiB chunk (below, at, above, several
+ * chunks), sometimes up to 256 KiB, rarely several MiB. */
+static size_t pick_size(uint64_t h, int allow_huge)
+{
+    uint64_t x = h >> 8;
+    switch (h % 16) {
+    case 0:
+        return 0;
+    case 1:
+    case 2:
+        return 1 + x % 64;
+    case 3:
+    case 4:
+        return 1 + x % 4096;
+    case 5:
+        return 4095 + x % 3; /* 4095, 4096, 4097 */
+    case 6:
+        return 8191 + x % 3;
+    case 7:
+        return 3 * 4096 + 17;
+    case 8:
+    case 9:
+        return 4096 + x % (3 * 4096 + 18);
+    case 10:
+        return 3 * 4096 + x % 64;
+    case 11:
+    case 12:
+        return 1 + x % 70000;
+    case 13:
+        return 65536 + x % 3;
+    case 14:
+        return 1 + x % (256 * KIB);
+    default:
+        if (allow_huge && x % 16 == 0) {
+            static const size_t huge[] = {4 * MIB - 1, 4 * MIB, 4 * MIB + 1, 5 * MIB + 3, 6 * MIB + 4096};
+            return huge[(x >> 4) % 5];
+        }
+        return 3 * 4096 + 17;
+    }
+}
+
+/* One message of a point-to-point operation, as both of its sides see it. */
+typedef struct {
+    size_t bytes; /* message size */
+    size_t cap;   /* receive buffer size */
+    int trunc;    /* cap < bytes: the receive must report PTSC_ERR_TRUNCATE */
+    uint64_t seed;
+} msg_t;
+
+static void msg_params(const op_t *o, int src, int dst, int k, int allow_trunc, msg_t *m)
+{
+    uint64_t h1 = hash5(2, (uint64_t)o->index, (uint64_t)src, (uint64_t)dst, (uint64_t)k);
+    uint64_t h2 = splitmix(&h1), h3 = splitmix(&h1);
+    size_t es = (size_t)o->es;
+    m->seed = hash5(3, (uint64_t)o->index, (uint64_t)src, (uint64_t)dst, (uint64_t)k);
+    m->bytes = pick_size(h1, 1) / es * es;
+    m->cap = m->bytes;
+    m->trunc = 0;
+    unsigned c = (unsigned)(h2 % 20);
+    if (c >= 12 && c <= 17) { /* larger receive buffer */
+        static const size_t extra[] = {1, 2, 3, 7, 8, 100, 4095, 4096, 4097, 3 * 4096 + 17, 65536};
+        size_t e = extra[h3 % 11];
+        if ((h3 >> 8) % 4 == 0)
+            e = m->bytes + 1; /* twice the message */
+        m->cap = m->bytes + (e + es - 1) / es * es;
+    } else if (c == 18 && (h3 & 3) == 0) { /* a receive buffer of 4 MiB or more */
+        size_t cap = 4 * MIB + (size_t)((h3 >> 4) % 3) * 4096 + es;
+        m->cap = (cap > m->bytes ? cap : m->bytes + 4096) / es * es;
+    } else if (c == 19 && allow_trunc && TRUNC && m->bytes >= es) { /* truncation */
+        size_t elems = m->bytes / es;
+        m->cap = (size_t)((h3 >> 4) % elems) * es;
+        m->trunc = 1;
+    }
+}
+
+/* Endpoint g is thread g % T of rank g / T. */
+#define RANK_OF(g) ((g) / T)
+#define THREAD_OF(g) ((g) % T)
+
+/* ------------------------------------------------------------------------ */
+/* Buffers and checks                                                        */
+/* ------------------------------------------------------------------------ */
+
+static unsigned char *send_buf(const msg_t *m)
+{
+    unsigned char *b = malloc(m->bytes ? m->bytes : 1);
+    if (!b) {
+        CHECK(0, "out of memory (%zu bytes)", m->bytes);
+        exit(2);
+    }
+    payload(b, m->bytes, m->seed);
+    return b;
+}
+
+static unsigned char *recv_buf(size_t cap)
+{
+    unsigned char *b = malloc(cap ? cap : 1);
+    if (!b) {
+        CHECK(0, "out of memory (%zu bytes)", cap);
+        exit(2);
+    }
+    memset(b, PATTERN, cap ? cap : 1);
+    return b;
+}
+
+static int count_of(size_t bytes, int es) { return (int)(bytes / (size_t)es); }
+
+static void info_reset(ptsc_info_t *info)
+{
+    info->rank = -7;
+    info->thread = -7;
+    info->tag = -7;
+    info->error = -7;
+    info->bytes = (size_t)-1;
+}
+
+static const char *bytes_text(const ptsc_info_t *info, char *buf, size_t n)
+{
+    if (!info)
+        snprintf(buf, n, "-");
+    else if (info->bytes == (size_t)-1)
+        snprintf(buf, n, "unset");
+    else
+        snprintf(buf, n, "%zu", info->bytes);
+    return buf;
+}
+
+/*
+ * Check and record a completed receive of message `m` from endpoint `src`.
+ * rc: the status of the call that completed it; info: what it reported (NULL
+ * when the call has none). A truncated receive must give PTSC_ERR_TRUNCATE
+ * and report the capacity of its buffer in info.bytes; its buffer contents
+ * are not defined, so only the size is recorded.
+ */
+static void check_recv(const op_t *o, const char *what, int k, int src, int tag, int rc,
+                       const ptsc_info_t *info, const unsigned char *rb, const msg_t *m)
+{
+    int want = m->trunc ? PTSC_ERR_TRUNCATE : PTSC_OK;
+    char bt[32];
+    CHECK(rc == want,
+          "op %d %s %s msg %d from endpoint %d (%zu bytes into %zu): returned %s, expected %s: %s", o->index,
+          kind_name[o->kind], what, k, src, m->bytes, m->cap, ptsc_status_name(rc), ptsc_status_name(want),
+          ptsc_last_error());
+    if (info && (rc == PTSC_OK || rc == PTSC_ERR_TRUNCATE)) {
+        size_t want_bytes = m->trunc ? m->cap : m->bytes; /* truncated: the capacity (ptsc.h) */
+        CHECK(info->bytes == want_bytes,
+              "op %d %s %s msg %d from %d: info.bytes %s, expected %zu (message %zu bytes, capacity %zu)",
+              o->index, kind_name[o->kind], what, k, src, bytes_text(info, bt, sizeof bt), want_bytes,
+              m->bytes, m->cap);
+        CHECK(info->rank == RANK_OF(src) && info->thread == THREAD_OF(src) && info->tag == tag,
+              "op %d %s %s msg %d: info names source (%d,%d) tag %d, expected (%d,%d) tag %d", o->index,
+              kind_name[o->kind], what, k, info->rank, info->thread, info->tag, RANK_OF(src), THREAD_OF(src),
+              tag);
+        CHECK(info->error == rc, "op %d %s %s msg %d: info.error %d (%s), call returned %s", o->index,
+              kind_name[o->kind], what, k, info->error, ptsc_status_name(info->error), ptsc_status_name(rc));
+    }
+    if (rc == PTSC_OK && !m->trunc) {
+        size_t bad = payload_mismatch(rb, m->bytes, m->seed);
+        CHECK(bad == m->bytes, "op %d %s %s msg %d from endpoint %d: byte %zu of %zu is wrong (capacity %zu)",
+              o->index, kind_name[o->kind], what, k, src, bad, m->bytes, m->cap);
+        for (size_t i = m->bytes; i < m->cap; i++)
+            if (rb[i] != PATTERN) {
+                CHECK(0,
+                      "op %d %s %s msg %d from endpoint %d: receive buffer byte %zu written past the "
+                      "%zu-byte message (capacity %zu)",
+                      o->index, kind_name[o->kind], what, k, src, i, m->bytes, m->cap);
+                break;
+            }
+        rec("t%d op%d %s %s k%d from%d: %s bytes=%s cap=%zu sum=%016llx", g_me, o->index, kind_name[o->kind],
+            what, k, src, ptsc_status_name(rc), bytes_text(info, bt, sizeof bt), m->cap,
+            (unsigned long long)checksum(rb, m->cap));
+    } else {
+        rec("t%d op%d %s %s k%d from%d: %s bytes=%s cap=%zu sum=-", g_me, o->index, kind_name[o->kind], what,
+            k, src, ptsc_status_name(rc), bytes_text(info, bt, sizeof bt), m->cap);
+    }
+}
+
+static void check_send(const op_t *o, const char *what, int k, int dst, int rc)
+{
+    CHECK(rc == PTSC_OK, "op %d %s %s msg %d to endpoint %d: %s: %s", o->index, kind_name[o->kind], what, k,
+          dst, ptsc_status_name(rc), ptsc_last_error());
+    rec("t%d op%d %s %s k%d to%d: %s", g_me, o->index, kind_name[o->kind], what, k, dst,
+        ptsc_status_name(rc));
+}
+
+/* Whether endpoint g sends to / receives from its partner p in a one-way-capable operation:
+ * dir 0 both ways, 1 lower to higher only, 2 higher to lower only (both for oneself). */
+static int sends_to(int dir, int g, int p)
+{
+    return dir == 0 || (dir == 1 && g <= p) || (dir == 2 && g >= p);
+}
+static int recvs_from(int dir, int g, int p)
+{
+    return dir == 0 || (dir == 1 && g >= p) || (dir == 2 && g <= p);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point operations                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Blocking: lower endpoint sends message k then receives message k, higher one the other way round. */
+static void op_block(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
+{
+    int dir = o->flags % 3, no_info = o->flags & 4, isend = o->flags & 8;
+    MPI_Datatype ty = op_type(o);
+    for (int k = 0; k < o->n; k++) {
+        msg_t ms, mr;
+        msg_params(o, g, p, k, 1, &ms);
+        msg_params(o, p, g, k, 1, &mr);
+        int do_send = sends_to(dir, g, p), do_recv = recvs_from(dir, g, p);
+        unsigned char *sb = do_send ? send_buf(&ms) : NULL, *rb = do_recv ? recv_buf(mr.cap) : NULL;
+        ptsc_info_t info;
+        info_reset(&info);
+        int rc;
+        if (g == p) { /* oneself: a blocking send could wait for the receive */
+            ptsc_request_t r = PTSC_REQUEST_NULL;
+            rc = ptsc_irecv(ctx, rb, count_of(mr.cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag, &r);
+            CHECK(rc == PTSC_OK, "op %d self irecv: %s: %s", o->index, ptsc_status_name(rc),
+                  ptsc_last_error());
+            int rs = ptsc_send(ctx, sb, count_of(ms.bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag);
+            check_send(o, "send", k, p, rs);
+            rc = no_info ? ptsc_wait(&r) : ptsc_wait_info(&r, &info);
+            check_recv(o, "wait", k, p, o->tag, rc, no_info ? NULL : &info, rb, &mr);
+        } else {
+            for (int step = 0; step < 2; step++) {
+                int sending = (step == 0) == (g < p);
+                if (sending && do_send) {
+                    int rs;
+                    if (isend) {
+                        ptsc_request_t r = PTSC_REQUEST_NULL;
+                        rs = ptsc_isend(ctx, sb, count_of(ms.bytes, o->es), ty, RANK_OF(p), THREAD_OF(p),
+                                        o->tag, &r);
+                        if (rs == PTSC_OK)
+                            rs = ptsc_wait(&r);
+                    } else {
+                        rs = ptsc_send(ctx, sb, count_of(ms.bytes, o->es), ty, RANK_OF(p), THREAD_OF(p),
+                                       o->tag);
+                    }
+                    check_send(o, isend ? "isend" : "send", k, p, rs);
+                } else if (!sending && do_recv) {
+                    if (no_info)
+                        rc =
+                            ptsc_recv(ctx, rb, count_of(mr.cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag);
+                    else
+                        rc = ptsc_recv_info(ctx, rb, count_of(mr.cap, o->es), ty, RANK_OF(p), THREAD_OF(p),
+                                            o->tag, &info);
+                    check_recv(o, no_info ? "recv" : "recv_info", k, p, o->tag, rc, no_info ? NULL : &info,
+                               rb, &mr);
+                }
+            }
+        }
+        free(sb);
+        free(rb);
+    }
+}
+
+static void op_sendrecv(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
+{
+    MPI_Datatype ty = op_type(o);
+    for (int k = 0; k < o->n; k++) {
+        msg_t ms, mr;
+        msg_params(o, g, p, k, 1, &ms);
+        msg_params(o, p, g, k, 1, &mr);
+        unsigned char *sb = send_buf(&ms), *rb = recv_buf(mr.cap);
+        int rc = ptsc_sendrecv(ctx, sb, count_of(ms.bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag, rb,
+                               count_of(mr.cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag);
+        check_recv(o, "sendrecv", k, p, o->tag, rc, NULL, rb, &mr);
+        free(sb);
+        free(rb);
+    }
+}
+
+/* Non-blocking: n messages each way; receives posted in order (or, with a
+ * tag per message, in reverse), sends before or after them; completed by
+ * wait_info / wait in a random order, by waitall, or by test polling. */
+static void op_nonblocking(ptsc_ctx_t *ctx, const op_t *o, int g, int p, int poll)
+{
+    int sends_first = o->flags & 1, use_waitall = !poll && (o->flags & 2), tag_per_msg = o->flags & 4;
+    int reverse_post = tag_per_msg && (o->flags & 8), no_info = o->flags & 16;
+    MPI_Datatype ty = op_type(o);
+    int n = o->n;
+    msg_t ms[MAXN], mr[MAXN];
+    unsigned char *sb[MAXN], *rb[MAXN];
+    ptsc_request_t req[2 * MAXN];
+    ptsc_info_t info[MAXN];
+    int rcs[2 * MAXN], done_flag[2 * MAXN];
+    for (int k = 0; k < n; k++) {
+        msg_params(o, g, p, k, 1, &ms[k]);
+        msg_params(o, p, g, k, 1, &mr[k]);
+        sb[k] = send_buf(&ms[k]);
+        rb[k] = recv_buf(mr[k].cap);
+        info_reset(&info[k]);
+    }
+    for (int k = 0; k < 2 * n; k++) {
+        req[k] = PTSC_REQUEST_NULL;
+        rcs[k] = PTSC_OK;
+        done_flag[k] = 0;
+    }
+    for (int phase = 0; phase < 2; phase++) {
+        if ((phase == 0) == !sends_first) {
+            for (int j = 0; j < n; j++) {
+                int k = reverse_post ? n - 1 - j : j;
+                int tag = tag_per_msg ? (o->tag + k) % NTAGS : o->tag;
+                int rc = ptsc_irecv(ctx, rb[k], count_of(mr[k].cap, o->es), ty, RANK_OF(p), THREAD_OF(p), tag,
+                                    &req[k]);
+                CHECK(rc == PTSC_OK, "op %d irecv %d: %s: %s", o->index, k, ptsc_status_name(rc),
+                      ptsc_last_error());
+            }
+        } else {
+            for (int k = 0; k < n; k++) {
+                int tag = tag_per_msg ? (o->tag + k) % NTAGS : o->tag;
+                int rc = ptsc_isend(ctx, sb[k], count_of(ms[k].bytes, o->es), ty, RANK_OF(p), THREAD_OF(p),
+                                    tag, &req[n + k]);
+                CHECK(rc == PTSC_OK, "op %d isend %d: %s: %s", o->index, k, ptsc_status_name(rc),
+                      ptsc_last_error());
+            }
+        }
+    }
+    if (use_waitall) {
+        int any_trunc = 0;
+        for (int k = 0; k < n; k++)
+            any_trunc |= mr[k].trunc;
+        int rc = ptsc_waitall(2 * n, req);
+        int want = any_trunc ? PTSC_ERR_TRUNCATE : PTSC_OK;
+        CHECK(rc == want, "op %d waitall returned %s, expected %s: %s", o->index, ptsc_status_name(rc),
+              ptsc_status_name(want), ptsc_last_error());
+        for (int k = 0; k < 2 * n; k++)
+            CHECK(req[k] == PTSC_REQUEST_NULL, "op %d: waitall left request %d set", o->index, k);
+        rec("t%d op%d %s waitall: %s", g_me, o->index, kind_name[o->kind], ptsc_status_name(rc));
+        for (int k = 0; k < n; k++)
+            rcs[k] = mr[k].trunc ? PTSC_ERR_TRUNCATE : PTSC_OK; /* not reported per request */
+    } else if (!poll) {
+        for (int j = 0; j < 2 * n; j++) {
+            int k = o->perm[j];
+            if (k < n)
+                rcs[k] = no_info ? ptsc_wait(&req[k]) : ptsc_wait_info(&req[k], &info[k]);
+            else
+                rcs[k] = ptsc_wait(&req[k]);
+            CHECK(req[k] == PTSC_REQUEST_NULL, "op %d: wait left request %d set (%s)", o->index, k,
+                  ptsc_status_name(rcs[k]));
+        }
+    } else {
+        double t0 = now_s();
+        int left = 2 * n;
+        while (left > 0) {
+            for (int j = 0; j < 2 * n; j++) {
+                int k = o->perm[j];
+                if (done_flag[k])
+                    continue;
+                int d = -1, rc;
+                if (k < n && !no_info)
+                    rc = ptsc_test_info(&req[k], &d, &info[k]);
+                else
+                    rc = ptsc_test(&req[k], &d);
+                if (rc != PTSC_OK || d == 1) { /* an error completes the request too */
+                    CHECK(req[k] == PTSC_REQUEST_NULL,
+                          "op %d: test completed request %d (%s) but left it set", o->index, k,
+                          ptsc_status_name(rc));
+                    CHECK(rc != PTSC_OK || d == 1, "op %d: test set done to %d", o->index, d);
+                    rcs[k] = rc;
+                    done_flag[k] = 1;
+                    left--;
+                } else {
+                    CHECK(d == 0, "op %d: test set done to %d", o->index, d);
+                    CHECK(req[k] != PTSC_REQUEST_NULL, "op %d: test not done but request %d reset", o->index,
+                          k);
+                }
+            }
+            if (left > 0 && now_s() - t0 > 60) {
+                CHECK(0, "op %d: %d requests still incomplete after 60 s of ptsc_test polling", o->index,
+                      left);
+                for (int k = 0; k < 2 * n; k++)
+                    if (!done_flag[k])
+                        rcs[k] = PTSC_ERR_PENDING; /* reported below as the status of an incomplete request */
+                break;
+            }
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        int tag = tag_per_msg ? (o->tag + k) % NTAGS : o->tag;
+        check_recv(o,
+                   use_waitall ? "waitall"
+                   : poll      ? "test"
+                               : "wait",
+                   k, p, tag, rcs[k], use_waitall || no_info ? NULL : &info[k], rb[k], &mr[k]);
+    }
+    for (int k = 0; k < n; k++)
+        check_send(o, "isend", k, p, rcs[n + k]);
+    for (int k = 0; k < n; k++) {
+        free(sb[k]);
+        free(rb[k]);
+    }
+}
+
+/* Probe: send every message with isend, then for each: probe (or iprobe
+ * until found), receive into a buffer of the probed size (or larger). */
+static void op_probe(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
+{
+    int use_iprobe = o->flags & 1, larger = o->flags & 2, any = o->flags & 4;
+    int tag = any ? unique_tag(o->index) : o->tag, src_rank = any ? PTSC_ANY_RANK : RANK_OF(p);
+    MPI_Datatype ty = op_type(o);
+    int n = o->n;
+    msg_t ms[MAXN], mr[MAXN];
+    unsigned char *sb[MAXN];
+    ptsc_request_t req[MAXN];
+    for (int k = 0; k < n; k++) {
+        msg_params(o, g, p, k, 0, &ms[k]);
+        msg_params(o, p, g, k, 0, &mr[k]);
+        sb[k] = send_buf(&ms[k]);
+        req[k] = PTSC_REQUEST_NULL;
+        int rc =
+            ptsc_isend(ctx, sb[k], count_of(ms[k].bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), tag, &req[k]);
+        CHECK(rc == PTSC_OK, "op %d isend %d: %s: %s", o->index, k, ptsc_status_name(rc), ptsc_last_error());
+    }
+    for (int k = 0; k < n; k++) {
+        ptsc_info_t pi;
+        info_reset(&pi);
+        int rc;
+        if (use_iprobe) {
+            int flag = 0;
+            double t0 = now_s();
+            do {
+                rc = ptsc_iprobe(ctx, src_rank, THREAD_OF(p), tag, &flag, &pi);
+                if (rc == PTSC_OK && !flag && now_s() - t0 > 60) {
+                    CHECK(0, "op %d: no message found by ptsc_iprobe in 60 s", o->index);
+                    break;
+                }
+            } while (rc == PTSC_OK && !flag);
+        } else {
+            rc = ptsc_probe(ctx, src_rank, THREAD_OF(p), tag, &pi);
+        }
+        char bt[32];
+        CHECK(rc == PTSC_OK, "op %d %s msg %d: %s: %s", o->index, use_iprobe ? "iprobe" : "probe", k,
+              ptsc_status_name(rc), ptsc_last_error());
+        CHECK(pi.bytes == mr[k].bytes, "op %d %s msg %d from endpoint %d: info.bytes %s, expected %zu",
+              o->index, use_iprobe ? "iprobe" : "probe", k, p, bytes_text(&pi, bt, sizeof bt), mr[k].bytes);
+        CHECK(pi.rank == RANK_OF(p) && pi.thread == THREAD_OF(p) && pi.tag == tag,
+              "op %d probe msg %d: source (%d,%d) tag %d, expected (%d,%d) tag %d", o->index, k, pi.rank,
+              pi.thread, pi.tag, RANK_OF(p), THREAD_OF(p), tag);
+        rec("t%d op%d probe%s k%d from%d: %s bytes=%s src=%d,%d tag=%d", g_me, o->index,
+            use_iprobe ? "i" : "", k, p, ptsc_status_name(rc), bytes_text(&pi, bt, sizeof bt), pi.rank,
+            pi.thread, pi.tag);
+        /* Size the receive from the probe, unless it is plainly wrong. */
+        size_t sz = rc == PTSC_OK && pi.bytes == mr[k].bytes ? pi.bytes : mr[k].bytes;
+        mr[k].cap = larger ? sz + 4096 + (size_t)o->es : sz;
+        unsigned char *rb = recv_buf(mr[k].cap);
+        ptsc_info_t info;
+        info_reset(&info);
+        rc = ptsc_recv_info(ctx, rb, count_of(mr[k].cap, o->es), ty, src_rank, THREAD_OF(p), tag, &info);
+        check_recv(o, "recv_info", k, p, tag, rc, &info, rb, &mr[k]);
+        free(rb);
+    }
+    for (int k = 0; k < n; k++) {
+        int rc = ptsc_wait(&req[k]);
+        check_send(o, "isend", k, p, rc);
+        free(sb[k]);
+    }
+}
+
+/* PTSC_ANY_RANK with the partner's thread and this operation's own tag:
+ * the lower endpoint sends first; the receive is blocking (recv_info) or
+ * irecv + wait_info. */
+static void op_any(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
+{
+    int nonblocking = o->flags & 1;
+    MPI_Datatype ty = op_type(o);
+    msg_t ms, mr;
+    msg_params(o, g, p, 0, 1, &ms);
+    msg_params(o, p, g, 0, 1, &mr);
+    unsigned char *sb = send_buf(&ms), *rb = recv_buf(mr.cap);
+    ptsc_info_t info;
+    info_reset(&info);
+    int scount = count_of(ms.bytes, o->es), rcount = count_of(mr.cap, o->es);
+    ptsc_request_t sr = PTSC_REQUEST_NULL, rr = PTSC_REQUEST_NULL;
+    int rc, rs;
+    if (g == p) { /* oneself: receive posted first */
+        rc = ptsc_irecv(ctx, rb, rcount, ty, PTSC_ANY_RANK, THREAD_OF(p), o->tag, &rr);
+        CHECK(rc == PTSC_OK, "op %d irecv any: %s: %s", o->index, ptsc_status_name(rc), ptsc_last_error());
+        rs = ptsc_isend(ctx, sb, scount, ty, RANK_OF(p), THREAD_OF(p), o->tag, &sr);
+        if (rs == PTSC_OK)
+            rs = ptsc_wait(&sr);
+        check_send(o, "isend", 0, p, rs);
+        rc = ptsc_wait_info(&rr, &info);
+        check_recv(o, "irecv_any", 0, p, o->tag, rc, &info, rb, &mr);
+    } else {
+        for (int step = 0; step < 2; step++) {
+            if ((step == 0) == (g < p)) {
+                rs = ptsc_send(ctx, sb, scount, ty, RANK_OF(p), THREAD_OF(p), o->tag);
+                check_send(o, "send", 0, p, rs);
+            } else if (nonblocking) {
+                rc = ptsc_irecv(ctx, rb, rcount, ty, PTSC_ANY_RANK, THREAD_OF(p), o->tag, &rr);
+                CHECK(rc == PTSC_OK, "op %d irecv any: %s: %s", o->index, ptsc_status_name(rc),
+                      ptsc_last_error());
+                rc = ptsc_wait_info(&rr, &info);
+                check_recv(o, "irecv_any", 0, p, o->tag, rc, &info, rb, &mr);
+            } else {
+                rc = ptsc_recv_info(ctx, rb, rcount, ty, PTSC_ANY_RANK, THREAD_OF(p), o->tag, &info);
+                check_recv(o, "recv_any", 0, p, o->tag, rc, &info, rb, &mr);
+            }
+        }
+    }
+    free(sb);
+    free(rb);
+}
+
+/* Thread t of rank root receives one message from thread t of every other
+ * rank with PTSC_ANY_RANK; arrival order varies, so results are recorded
+ * in rank order. */
+static void op_anygather(ptsc_ctx_t *ctx, const op_t *o, int t)
+{
+    MPI_Datatype ty = op_type(o);
+    int root = o->root, me = g_rank * T + t, rootg = root * T + t;
+    if (R < 2)
+        return;
+    if (g_rank != root) {
+        msg_t m;
+        msg_params(o, me, rootg, 0, 0, &m);
+        unsigned char *sb = send_buf(&m);
+        int rs = ptsc_send(ctx, sb, count_of(m.bytes, o->es), ty, root, t, o->tag);
+        check_send(o, "send", 0, rootg, rs);
+        free(sb);
+        return;
+    }
+    msg_t *m = calloc((size_t)R, sizeof *m);
+    int *rcs = calloc((size_t)R, sizeof *rcs), *seen = calloc((size_t)R, sizeof *seen);
+    ptsc_info_t *infos = calloc((size_t)R, sizeof *infos);
+    unsigned char **bufs = calloc((size_t)R, sizeof *bufs);
+    size_t cap = 0;
+    for (int r = 0; r < R; r++) {
+        msg_params(o, r * T + t, rootg, 0, 0, &m[r]);
+        if (r != root && m[r].bytes > cap)
+            cap = m[r].bytes;
+    }
+    cap += (size_t)(o->flags % 3) * 4096 + (size_t)o->es;
+    for (int i = 0; i < R - 1; i++) {
+        unsigned char *rb = recv_buf(cap);
+        ptsc_info_t info;
+        info_reset(&info);
+        int rc = ptsc_recv_info(ctx, rb, count_of(cap, o->es), ty, PTSC_ANY_RANK, t, o->tag, &info);
+        CHECK(rc == PTSC_OK, "op %d anygather receive %d: %s: %s", o->index, i, ptsc_status_name(rc),
+              ptsc_last_error());
+        if (rc != PTSC_OK || info.rank < 0 || info.rank >= R || info.rank == root || seen[info.rank]) {
+            CHECK(0, "op %d anygather receive %d: source rank %d is not a sender still expected", o->index, i,
+                  info.rank);
+            free(rb);
+            continue;
+        }
+        seen[info.rank] = 1;
+        rcs[info.rank] = rc;
+        infos[info.rank] = info;
+        bufs[info.rank] = rb;
+    }
+    for (int r = 0; r < R; r++) {
+        if (r == root)
+            continue;
+        m[r].cap = cap;
+        if (!seen[r]) {
+            rec("t%d op%d anygath from%d: missing", g_me, o->index, r * T + t);
+            continue;
+        }
+        check_recv(o, "recv_any", 0, r * T + t, o->tag, rcs[r], &infos[r], bufs[r], &m[r]);
+        free(bufs[r]);
+    }
+    free(m);
+    free(rcs);
+    free(seen);
+    free(infos);
+    free(bufs);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Collectives on the thread's lane                                          */
+/* ------------------------------------------------------------------------ */
+
+static int reduce_val(int index, int r, int t, int k)
+{
+    return (int)(hash5(5, (uint64_t)index, (uint64_t)r, (uint64_t)t, (uint64_t)k) % 100003);
+}
+
+static void coll_done(const op_t *o, const char *what, int rc, const unsigned char *b, size_t n)
+{
+    CHECK(rc == PTSC_OK, "op %d %s: %s: %s", o->index, what, ptsc_status_name(rc), ptsc_last_error());
+    if (b)
+        rec("t%d op%d %s: %s bytes=%zu sum=%016llx", g_me, o->index, what, ptsc_status_name(rc), n,
+            (unsigned long long)checksum(b, n));
+    else
+        rec("t%d op%d %s: %s", g_me, o->index, what, ptsc_status_name(rc));
+}
+
+static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
+{
+    uint64_t h = hash5(4, (uint64_t)o->index, (uint64_t)t, 0, 0);
+    char what[64];
+    int rc;
+    switch (o->kind) {
+    case C_BARRIER:
+        coll_done(o, "barrier", ptsc_barrier(ctx), NULL, 0);
+        break;
+    case C_BCAST: {
+        int root = (o->root + t) % R;
+        size_t bytes = pick_size(h, 1) / (size_t)o->es * (size_t)o->es;
+        uint64_t seed = hash5(6, (uint64_t)o->index, (uint64_t)root, (uint64_t)t, 0);
+        unsigned char *b = recv_buf(bytes);
+        if (g_rank == root)
+            payload(b, bytes, seed);
+        rc = ptsc_bcast(ctx, b, count_of(bytes, o->es), op_type(o), root);
+        size_t bad = payload_mismatch(b, bytes, seed);
+        CHECK(rc != PTSC_OK || bad == bytes, "op %d bcast root %d: byte %zu of %zu is wrong", o->index, root,
+              bad, bytes);
+        snprintf(what, sizeof what, "bcast root%d", root);
+        coll_done(o, what, rc, b, bytes);
+        free(b);
+        break;
+    }
+    case C_REDUCE:
+    case C_ALLREDUCE: {
+        int root = (o->root + t) % R, all = o->kind == C_ALLREDUCE, max = o->flags & 1;
+        int n = (int)(pick_size(h, 0) / 4);
+        int *in = malloc(sizeof(int) * (size_t)(n + 1)), *out = malloc(sizeof(int) * (size_t)(n + 1));
+        for (int k = 0; k < n; k++) {
+            in[k] = reduce_val(o->index, g_rank, t, k);
+            out[k] = -1;
+        }
+        rc = all ? ptsc_allreduce(ctx, in, out, n, MPI_INT, max ? MPI_MAX : MPI_SUM)
+                 : ptsc_reduce(ctx, in, out, n, MPI_INT, max ? MPI_MAX : MPI_SUM, root);
+        int got_result = all || g_rank == root;
+        if (rc == PTSC_OK && got_result)
+            for (int k = 0; k < n; k++) {
+                int want = 0;
+                for (int r = 0; r < R; r++) {
+                    int v = reduce_val(o->index, r, t, k);
+                    want = max ? (v > want ? v : want) : want + v;
+                }
+                if (out[k] != want) {
+                    CHECK(0, "op %d %s: element %d of %d is %d, expected %d", o->index,
+                          all ? "allreduce" : "reduce", k, n, out[k], want);
+                    break;
+                }
+            }
+        if (all)
+            snprintf(what, sizeof what, "allreduce %s n%d", max ? "max" : "sum", n);
+        else
+            snprintf(what, sizeof what, "reduce %s root%d n%d", max ? "max" : "sum", root, n);
+        coll_done(o, what, rc, got_result ? (const unsigned char *)out : NULL, (size_t)n * 4);
+        free(in);
+        free(out);
+        break;
+    }
+    case C_ALLGATHER:
+    case C_ALLTOALL: {
+        int a2a = o->kind == C_ALLTOALL;
+        size_t s = pick_size(h, 0);
+        if (s > 3 * 4096 + 17 && (h >> 40) % 4 != 0)
+            s = s % (3 * 4096 + 18);
+        s = s / (size_t)o->es * (size_t)o->es;
+        unsigned char *sb = malloc(s * (size_t)R + 1), *rb = recv_buf(s * (size_t)R);
+        for (int r = 0; r < R; r++)
+            payload(sb + (size_t)r * s, s,
+                    hash5(7, (uint64_t)o->index, (uint64_t)g_rank, (uint64_t)(a2a ? r : 0), (uint64_t)t));
+        int cnt = count_of(s, o->es);
+        rc = a2a ? ptsc_alltoall(ctx, sb, cnt, op_type(o), rb, cnt, op_type(o))
+                 : ptsc_allgather(ctx, sb, cnt, op_type(o), rb, cnt, op_type(o));
+        if (rc == PTSC_OK)
+            for (int r = 0; r < R; r++) {
+                uint64_t seed =
+                    hash5(7, (uint64_t)o->index, (uint64_t)r, (uint64_t)(a2a ? g_rank : 0), (uint64_t)t);
+                size_t bad = payload_mismatch(rb + (size_t)r * s, s, seed);
+                if (bad != s) {
+                    CHECK(0, "op %d %s: block of rank %d: byte %zu of %zu is wrong", o->index,
+                          a2a ? "alltoall" : "allgather", r, bad, s);
+                    break;
+                }
+            }
+        snprintf(what, sizeof what, "%s s%zu", a2a ? "alltoall" : "allgather", s);
+        coll_done(o, what, rc, rb, s * (size_t)R);
+        free(sb);
+        free(rb);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int worker(int t)
+{
+    ptsc_ctx_t *ctx = NULL;
+    g_me = t;
+    CHECK_OK(ptsc_thread_attach(t, &ctx));
+    int g = g_rank * T + t;
+    pthread_barrier_wait(&team);
+    for (int i = 0; i < NOPS; i++) {
+        op_t o;
+        gen_op(i, &o);
+        int p = g ^ o.mask;
+        switch (o.kind) {
+        case K_BLOCK:
+        case K_SENDRECV:
+        case K_NB:
+        case K_TEST:
+        case K_PROBE:
+        case K_ANY:
+            if (p >= P) {
+                rec("t%d op%d %s idle", g_me, i, kind_name[o.kind]);
+                break;
+            }
+            if (o.kind == K_BLOCK)
+                op_block(ctx, &o, g, p);
+            else if (o.kind == K_SENDRECV)
+                op_sendrecv(ctx, &o, g, p);
+            else if (o.kind == K_NB || o.kind == K_TEST)
+                op_nonblocking(ctx, &o, g, p, o.kind == K_TEST);
+            else if (o.kind == K_PROBE)
+                op_probe(ctx, &o, g, p);
+            else
+                op_any(ctx, &o, g, p);
+            break;
+        case K_ANYGATHER:
+            op_anygather(ctx, &o, t);
+            break;
+        default:
+            op_coll(ctx, &o, t);
+            break;
+        }
+        if (__atomic_load_n(&g_failures, __ATOMIC_SEQ_CST) > 25)
+            break; /* enough to go on; the watchdog ends the job */
+    }
+    ptsc_stats_t st;
+    if (ptsc_ctx_stats(ctx, &st) == PTSC_OK)
+        rec("t%d stats sends=%llu recvs=%llu bytes_sent=%llu bytes_recv=%llu", g_me,
+            (unsigned long long)st.sends, (unsigned long long)st.recvs, (unsigned long long)st.bytes_sent,
+            (unsigned long long)st.bytes_recv);
+    CHECK_OK(ptsc_thread_detach());
+    return PTSC_OK;
+}
+
+static void *thread_main(void *arg)
+{
+    worker((int)(intptr_t)arg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s RECORD_PREFIX [NOPS [SEED]]\n", argv[0]);
+        return 2;
+    }
+    const char *prefix = argv[1];
+    if (argc > 2)
+        NOPS = atoi(argv[2]);
+    if (argc > 3)
+        SEED = strtoull(argv[3], NULL, 0);
+    const char *tenv = getenv("MPI_DIFF_TRUNCATE");
+    if (tenv && strcmp(tenv, "0") == 0)
+        TRUNC = 0;
+    T = test_init(&argc, &argv, &R);
+    P = R * T;
+    for (POW2 = 1; POW2 < P; POW2 <<= 1)
+        ;
+    int rc = ptsc_tag_max(&TAG_MAX);
+    CHECK(rc == PTSC_OK && TAG_MAX > NTAGS, "ptsc_tag_max: %s, %d", ptsc_status_name(rc), TAG_MAX);
+    g_rec = calloc((size_t)T, sizeof *g_rec);
+    pthread_barrier_init(&team, NULL, (unsigned)T);
+    pthread_t *th = malloc((size_t)T * sizeof *th);
+    for (int t = 0; t < T; t++)
+        pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
+    for (int t = 0; t < T; t++)
+        pthread_join(th[t], NULL);
+    free(th);
+    pthread_barrier_destroy(&team);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%d.txt", prefix, g_rank);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (f) {
+        fprintf(f, "rank %d of %d, %d threads, %d ops, seed %#llx\n", g_rank, R, T, NOPS,
+                (unsigned long long)SEED);
+        for (int t = 0; t < T; t++)
+            if (g_rec[t].len)
+                fwrite(g_rec[t].s, 1, g_rec[t].len, f);
+        fclose(f);
+    }
+    for (int t = 0; t < T; t++)
+        free(g_rec[t].s);
+    free(g_rec);
+    return test_finish("mpi_diff");
+}
