@@ -1,16 +1,22 @@
 # cmake -DMPIEXEC=... -DPROGRAM=... -DWORK=dir [-DNPFLAG=-n] [-DNP=2] [-DEXTRA=a|b]
-#       [-DPREFLAGS=a|b] [-DPOSTFLAGS=a|b] [-DARGS=a|b] [-DTIMEOUT=s] -P diff_records.cmake
+#       [-DPREFLAGS=a|b] [-DPOSTFLAGS=a|b] [-DARGS=a|b] [-DTIMEOUT=s]
+#       [-DFORMATS=never|always4k|always] -P diff_records.cmake
 #
-# The differential test of the wire formats (issue 7). Runs the record
-# program (tests/mpi/mpi_diff.c) under mpiexec three times, in this order:
+# The differential test of the wire formats and paths. Runs the record
+# program (tests/mpi/mpi_diff.c) under mpiexec once per format, in order:
 #   never     PTSC_STAGING=never: every message one plain MPI message
 #   always4k  PTSC_STAGING=always, PTSC_STAGING_CHUNK=4k: the staging format,
 #             messages above 4 KiB in pieces
 #   always    PTSC_STAGING=always with the default chunk
+#   auto      PTSC_STAGING=auto: per message, staged or direct by size
+#   direct    PTSC_STAGING=auto, PTSC_DIRECT_MIN=0: direct wherever MPI can
+# and dev-<format>: the same with every buffer in device memory
+# (MPI_DIFF_DEVICE=1). The default list is never, always4k, always.
 # PTSC_COMM and the rest of the environment come from the caller (the ctest
 # entry). Each run writes WORK/<format>.<rank>.txt; the test fails unless
 # every run passed its own checks and every rank's records are identical
-# across the three formats. The first differing line is printed.
+# across the formats. The first differing line is printed. A device run
+# on a machine without a device prints "SKIPPED" and ends the test there.
 #
 # Lists (EXTRA, PREFLAGS, POSTFLAGS, ARGS) are passed with | between items.
 foreach(var MPIEXEC PROGRAM WORK)
@@ -31,32 +37,53 @@ foreach(var EXTRA PREFLAGS POSTFLAGS ARGS)
   string(REPLACE "|" ";" ${var} "${${var}}")
 endforeach()
 
-set(formats never always4k always)
+if(DEFINED FORMATS AND NOT FORMATS STREQUAL "")
+  string(REPLACE "|" ";" formats "${FORMATS}")
+else()
+  set(formats never always4k always)
+endif()
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(problems "")
 
 foreach(fmt IN LISTS formats)
-  if(fmt STREQUAL "never")
+  unset(ENV{PTSC_STAGING_CHUNK})
+  unset(ENV{PTSC_DIRECT_MIN})
+  unset(ENV{MPI_DIFF_DEVICE})
+  set(path "${fmt}")
+  if(fmt MATCHES "^dev-(.*)$")
+    set(ENV{MPI_DIFF_DEVICE} 1)
+    set(path "${CMAKE_MATCH_1}")
+  endif()
+  if(path STREQUAL "never")
     set(ENV{PTSC_STAGING} never)
-    unset(ENV{PTSC_STAGING_CHUNK})
-  elseif(fmt STREQUAL "always4k")
+  elseif(path STREQUAL "always4k")
     set(ENV{PTSC_STAGING} always)
     set(ENV{PTSC_STAGING_CHUNK} 4k)
-  else()
+  elseif(path STREQUAL "always")
     set(ENV{PTSC_STAGING} always)
-    unset(ENV{PTSC_STAGING_CHUNK})
+  elseif(path STREQUAL "auto")
+    set(ENV{PTSC_STAGING} auto)
+  elseif(path STREQUAL "direct")
+    set(ENV{PTSC_STAGING} auto)
+    set(ENV{PTSC_DIRECT_MIN} 0)
+  else()
+    message(FATAL_ERROR "diff_records.cmake: unknown format ${fmt}")
   endif()
   set(cmd ${MPIEXEC} ${NPFLAG} ${NP} ${EXTRA} ${PREFLAGS} ${PROGRAM} ${POSTFLAGS} "${WORK}/${fmt}" ${ARGS})
   string(REPLACE ";" " " shown "${cmd}")
   message(STATUS "[${fmt}] PTSC_STAGING=$ENV{PTSC_STAGING} PTSC_STAGING_CHUNK=$ENV{PTSC_STAGING_CHUNK} "
-    "PTSC_COMM=$ENV{PTSC_COMM}: ${shown}")
+    "PTSC_DIRECT_MIN=$ENV{PTSC_DIRECT_MIN} MPI_DIFF_DEVICE=$ENV{MPI_DIFF_DEVICE} PTSC_COMM=$ENV{PTSC_COMM}: ${shown}")
   string(TIMESTAMP t0 "%s")
   execute_process(COMMAND ${cmd} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT ${TIMEOUT})
   string(TIMESTAMP t1 "%s")
   math(EXPR secs "${t1} - ${t0}")
   set(all "${out}${err}")
   string(STRIP "${all}" all)
+  if(out MATCHES "mpi_diff: SKIPPED")
+    message(STATUS "mpi_diff: SKIPPED (${fmt}): no CUDA device")
+    return()
+  endif()
   if(NOT rc EQUAL 0 OR NOT out MATCHES "PASSED mpi_diff" OR all MATCHES "FAIL")
     # Print the run's output (the FAIL lines say what went wrong), trimmed.
     string(LENGTH "${all}" len)

@@ -96,3 +96,34 @@ foreach(case IN LISTS _ptsc_regress_cases)
     endforeach()
   endforeach()
 endforeach()
+
+# The same differential with device buffers (label gpu; skipped without a
+# device): the device runs must give the records of the host run, on the
+# path ptsc picks by size (auto), on the direct path wherever MPI is
+# CUDA-aware (direct; staged otherwise) and on the staging format in 4 KiB
+# pieces. The first format is a device run, so that a machine without a
+# device skips at once.
+if(PTSC_HAVE_CUDA)
+  target_link_libraries(mpi_diff PRIVATE CUDA::cudart)
+  target_compile_definitions(mpi_diff PRIVATE MPI_DIFF_CUDA=1)
+  foreach(comm dup shared)
+    set(name gpu_diff_np${PTSC_DIFF_RANKS}_${comm})
+    add_test(NAME ${name}
+      COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG}
+              -DNP=${PTSC_DIFF_RANKS} "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}"
+              "-DPOSTFLAGS=${_ptsc_diff_post}" -DPROGRAM=$<TARGET_FILE:mpi_diff> -DARGS=${PTSC_DIFF_OPS}
+              "-DFORMATS=dev-auto|never|dev-direct|dev-always4k"
+              -DWORK=${CMAKE_CURRENT_BINARY_DIR}/gpu_diff_${comm} -DTIMEOUT=${PTSC_TEST_TIMEOUT}
+              -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
+    math(EXPR _ptsc_diff_timeout "4 * ${PTSC_TEST_TIMEOUT} + 30")
+    set_tests_properties(${name} PROPERTIES
+      LABELS "gpu;mpi"
+      TIMEOUT ${_ptsc_diff_timeout}
+      PROCESSORS ${PTSC_DIFF_RANKS}
+      RESOURCE_LOCK "gpu;mpiexec"
+      SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
+      PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
+      FAIL_REGULAR_EXPRESSION "FAIL"
+      ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+  endforeach()
+endif()

@@ -7,6 +7,9 @@
  *
  * Usage: mpi_diff PREFIX [NOPS [SEED]]; MPI_DIFF_TRUNCATE=0 in the environment leaves
  * the deliberate truncations out (to look at other differences while one is open).
+ * MPI_DIFF_DEVICE=1 puts every buffer in device memory (built with CUDA only):
+ * payloads are written and read back through the thread's stream, so the
+ * records of a device run must equal those of a host run.
  * Writes PREFIX.<rank>.txt: one line per operation of each thread (thread
  * 0's lines first, then thread 1's, ...), holding the operation index, the
  * status name, the byte count reported in ptsc_info_t and a checksum of the
@@ -39,6 +42,9 @@
 #include "mpi_common.h"
 
 #include <pthread.h>
+#ifdef MPI_DIFF_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #define KIB 1024
 #define MIB (1024 * 1024)
@@ -50,6 +56,8 @@ static int R, T, P, POW2, TAG_MAX, NOPS = 400;
 static uint64_t SEED = 0x5eed2024u;
 static int TRUNC = 1; /* MPI_DIFF_TRUNCATE=0 leaves truncations out (for diagnosis only) */
 static pthread_barrier_t team;
+static int DEV; /* MPI_DIFF_DEVICE=1: buffers in device memory */
+static _Thread_local ptsc_ctx_t *g_ctx;
 
 /* ------------------------------------------------------------------------ */
 /* Reproducible randomness                                                   */
@@ -317,25 +325,149 @@ static void msg_params(const op_t *o, int src, int dst, int k, int allow_trunc, 
 /* Buffers and checks                                                        */
 /* ------------------------------------------------------------------------ */
 
-static unsigned char *send_buf(const msg_t *m)
+/*
+ * Buffers: host memory, or (MPI_DIFF_DEVICE=1) device memory from a per-thread
+ * arena that is reset after every operation (cudaMalloc/cudaFree per message
+ * would synchronise the whole device and hide what the test looks for). The
+ * program writes and reads device buffers only through the thread's ptsc
+ * stream, then waits for that stream: what a user of ptsc does.
+ */
+#define ARENA_BYTES ((size_t)128 << 20)
+
+typedef struct {
+    unsigned char *base, *put, *view; /* device arena; host scratch for writes and reads */
+    size_t used, putcap, viewcap;
+} arena_t;
+
+static _Thread_local arena_t g_arena;
+
+static void die_oom(size_t n)
 {
-    unsigned char *b = malloc(m->bytes ? m->bytes : 1);
-    if (!b) {
-        CHECK(0, "out of memory (%zu bytes)", m->bytes);
+    CHECK(0, "out of memory (%zu bytes)", n);
+    exit(2);
+}
+
+#ifdef MPI_DIFF_CUDA
+static void cuda_ok(cudaError_t e, const char *what)
+{
+    if (e != cudaSuccess) {
+        CHECK(0, "%s: %s", what, cudaGetErrorString(e));
         exit(2);
     }
-    payload(b, m->bytes, m->seed);
+}
+
+static cudaStream_t thread_stream(void)
+{
+    void *s = NULL;
+    int rc = ptsc_ctx_stream(g_ctx, &s);
+    CHECK(rc == PTSC_OK, "ptsc_ctx_stream: %s", ptsc_status_name(rc));
+    return (cudaStream_t)s;
+}
+#endif
+
+/* Host scratch of at least n bytes (grown as needed). */
+static unsigned char *scratch(unsigned char **p, size_t *cap, size_t n)
+{
+    if (*cap < n) {
+        free(*p);
+        *cap = n > 65536 ? n : 65536;
+        if (!(*p = malloc(*cap)))
+            die_oom(*cap);
+    }
+    return *p;
+}
+
+static unsigned char *buf_alloc(size_t n)
+{
+    if (!DEV) {
+        unsigned char *b = malloc(n ? n : 1);
+        if (!b)
+            die_oom(n);
+        return b;
+    }
+#ifdef MPI_DIFF_CUDA
+    if (!g_arena.base)
+        cuda_ok(cudaMalloc((void **)&g_arena.base, ARENA_BYTES), "cudaMalloc (arena)");
+    size_t at = (g_arena.used + 255) & ~(size_t)255;
+    if (at + (n ? n : 1) > ARENA_BYTES)
+        die_oom(n);
+    g_arena.used = at + (n ? n : 1);
+    return g_arena.base + at;
+#else
+    die_oom(n);
+    return NULL;
+#endif
+}
+
+static void buf_free(unsigned char *b)
+{
+    if (!DEV)
+        free(b);
+}
+
+/* Called after every operation: its buffers are dead. */
+static void arena_reset(void) { g_arena.used = 0; }
+
+static void arena_release(void)
+{
+#ifdef MPI_DIFF_CUDA
+    if (g_arena.base)
+        cuda_ok(cudaFree(g_arena.base), "cudaFree (arena)");
+#endif
+    free(g_arena.put);
+    free(g_arena.view);
+    g_arena = (arena_t){0};
+}
+
+/* A host staging area to build the contents of an n-byte buffer in. */
+static unsigned char *buf_stage(unsigned char *b, size_t n)
+{
+    return DEV ? scratch(&g_arena.put, &g_arena.putcap, n ? n : 1) : b;
+}
+
+/* Make the staged contents (buf_stage) the contents of b. */
+static void buf_commit(unsigned char *b, size_t n)
+{
+#ifdef MPI_DIFF_CUDA
+    if (DEV && n) {
+        cudaStream_t s = thread_stream();
+        cuda_ok(cudaMemcpyAsync(b, g_arena.put, n, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync to device");
+        cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    }
+#else
+    (void)b;
+    (void)n;
+#endif
+}
+
+/* The contents of b as the host sees them once the thread's work is done. */
+static const unsigned char *buf_view(const unsigned char *b, size_t n)
+{
+    if (!DEV)
+        return b;
+    unsigned char *h = scratch(&g_arena.view, &g_arena.viewcap, n ? n : 1);
+#ifdef MPI_DIFF_CUDA
+    cudaStream_t s = thread_stream();
+    if (n)
+        cuda_ok(cudaMemcpyAsync(h, b, n, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync to host");
+    cuda_ok(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+#endif
+    return h;
+}
+
+static unsigned char *send_buf(const msg_t *m)
+{
+    unsigned char *b = buf_alloc(m->bytes);
+    payload(buf_stage(b, m->bytes), m->bytes, m->seed);
+    buf_commit(b, m->bytes);
     return b;
 }
 
 static unsigned char *recv_buf(size_t cap)
 {
-    unsigned char *b = malloc(cap ? cap : 1);
-    if (!b) {
-        CHECK(0, "out of memory (%zu bytes)", cap);
-        exit(2);
-    }
-    memset(b, PATTERN, cap ? cap : 1);
+    unsigned char *b = buf_alloc(cap);
+    memset(buf_stage(b, cap), PATTERN, cap ? cap : 1);
+    buf_commit(b, cap);
     return b;
 }
 
@@ -391,6 +523,7 @@ static void check_recv(const op_t *o, const char *what, int k, int src, int tag,
               kind_name[o->kind], what, k, info->error, ptsc_status_name(info->error), ptsc_status_name(rc));
     }
     if (rc == PTSC_OK && !m->trunc) {
+        rb = buf_view(rb, m->cap);
         size_t bad = payload_mismatch(rb, m->bytes, m->seed);
         CHECK(bad == m->bytes, "op %d %s %s msg %d from endpoint %d: byte %zu of %zu is wrong (capacity %zu)",
               o->index, kind_name[o->kind], what, k, src, bad, m->bytes, m->cap);
@@ -485,8 +618,8 @@ static void op_block(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
                 }
             }
         }
-        free(sb);
-        free(rb);
+        buf_free(sb);
+        buf_free(rb);
     }
 }
 
@@ -501,8 +634,8 @@ static void op_sendrecv(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
         int rc = ptsc_sendrecv(ctx, sb, count_of(ms.bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag, rb,
                                count_of(mr.cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag);
         check_recv(o, "sendrecv", k, p, o->tag, rc, NULL, rb, &mr);
-        free(sb);
-        free(rb);
+        buf_free(sb);
+        buf_free(rb);
     }
 }
 
@@ -623,8 +756,8 @@ static void op_nonblocking(ptsc_ctx_t *ctx, const op_t *o, int g, int p, int pol
     for (int k = 0; k < n; k++)
         check_send(o, "isend", k, p, rcs[n + k]);
     for (int k = 0; k < n; k++) {
-        free(sb[k]);
-        free(rb[k]);
+        buf_free(sb[k]);
+        buf_free(rb[k]);
     }
 }
 
@@ -684,12 +817,12 @@ static void op_probe(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
         info_reset(&info);
         rc = ptsc_recv_info(ctx, rb, count_of(mr[k].cap, o->es), ty, src_rank, THREAD_OF(p), tag, &info);
         check_recv(o, "recv_info", k, p, tag, rc, &info, rb, &mr[k]);
-        free(rb);
+        buf_free(rb);
     }
     for (int k = 0; k < n; k++) {
         int rc = ptsc_wait(&req[k]);
         check_send(o, "isend", k, p, rc);
-        free(sb[k]);
+        buf_free(sb[k]);
     }
 }
 
@@ -735,8 +868,8 @@ static void op_any(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
             }
         }
     }
-    free(sb);
-    free(rb);
+    buf_free(sb);
+    buf_free(rb);
 }
 
 /* Thread t of rank root receives one message from thread t of every other
@@ -754,7 +887,7 @@ static void op_anygather(ptsc_ctx_t *ctx, const op_t *o, int t)
         unsigned char *sb = send_buf(&m);
         int rs = ptsc_send(ctx, sb, count_of(m.bytes, o->es), ty, root, t, o->tag);
         check_send(o, "send", 0, rootg, rs);
-        free(sb);
+        buf_free(sb);
         return;
     }
     msg_t *m = calloc((size_t)R, sizeof *m);
@@ -778,7 +911,7 @@ static void op_anygather(ptsc_ctx_t *ctx, const op_t *o, int t)
         if (rc != PTSC_OK || info.rank < 0 || info.rank >= R || info.rank == root || seen[info.rank]) {
             CHECK(0, "op %d anygather receive %d: source rank %d is not a sender still expected", o->index, i,
                   info.rank);
-            free(rb);
+            buf_free(rb);
             continue;
         }
         seen[info.rank] = 1;
@@ -795,7 +928,7 @@ static void op_anygather(ptsc_ctx_t *ctx, const op_t *o, int t)
             continue;
         }
         check_recv(o, "recv_any", 0, r * T + t, o->tag, rcs[r], &infos[r], bufs[r], &m[r]);
-        free(bufs[r]);
+        buf_free(bufs[r]);
     }
     free(m);
     free(rcs);
@@ -836,29 +969,38 @@ static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
         int root = (o->root + t) % R;
         size_t bytes = pick_size(h, 1) / (size_t)o->es * (size_t)o->es;
         uint64_t seed = hash5(6, (uint64_t)o->index, (uint64_t)root, (uint64_t)t, 0);
-        unsigned char *b = recv_buf(bytes);
+        unsigned char *b = buf_alloc(bytes);
+        unsigned char *init = buf_stage(b, bytes);
         if (g_rank == root)
-            payload(b, bytes, seed);
+            payload(init, bytes, seed);
+        else
+            memset(init, PATTERN, bytes);
+        buf_commit(b, bytes);
         rc = ptsc_bcast(ctx, b, count_of(bytes, o->es), op_type(o), root);
-        size_t bad = payload_mismatch(b, bytes, seed);
+        const unsigned char *got = buf_view(b, bytes);
+        size_t bad = payload_mismatch(got, bytes, seed);
         CHECK(rc != PTSC_OK || bad == bytes, "op %d bcast root %d: byte %zu of %zu is wrong", o->index, root,
               bad, bytes);
         snprintf(what, sizeof what, "bcast root%d", root);
-        coll_done(o, what, rc, b, bytes);
-        free(b);
+        coll_done(o, what, rc, got, bytes);
+        buf_free(b);
         break;
     }
     case C_REDUCE:
     case C_ALLREDUCE: {
         int root = (o->root + t) % R, all = o->kind == C_ALLREDUCE, max = o->flags & 1;
         int n = (int)(pick_size(h, 0) / 4);
-        int *in = malloc(sizeof(int) * (size_t)(n + 1)), *out = malloc(sizeof(int) * (size_t)(n + 1));
-        for (int k = 0; k < n; k++) {
+        size_t nb = sizeof(int) * (size_t)n;
+        unsigned char *inb = buf_alloc(nb), *outb = buf_alloc(nb);
+        int *in = (int *)buf_stage(inb, nb);
+        for (int k = 0; k < n; k++)
             in[k] = reduce_val(o->index, g_rank, t, k);
-            out[k] = -1;
-        }
-        rc = all ? ptsc_allreduce(ctx, in, out, n, MPI_INT, max ? MPI_MAX : MPI_SUM)
-                 : ptsc_reduce(ctx, in, out, n, MPI_INT, max ? MPI_MAX : MPI_SUM, root);
+        buf_commit(inb, nb);
+        memset(buf_stage(outb, nb), 0xff, nb); /* -1 everywhere */
+        buf_commit(outb, nb);
+        rc = all ? ptsc_allreduce(ctx, inb, outb, n, MPI_INT, max ? MPI_MAX : MPI_SUM)
+                 : ptsc_reduce(ctx, inb, outb, n, MPI_INT, max ? MPI_MAX : MPI_SUM, root);
+        const int *out = (const int *)buf_view(outb, nb);
         int got_result = all || g_rank == root;
         if (rc == PTSC_OK && got_result)
             for (int k = 0; k < n; k++) {
@@ -878,8 +1020,8 @@ static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
         else
             snprintf(what, sizeof what, "reduce %s root%d n%d", max ? "max" : "sum", root, n);
         coll_done(o, what, rc, got_result ? (const unsigned char *)out : NULL, (size_t)n * 4);
-        free(in);
-        free(out);
+        buf_free(inb);
+        buf_free(outb);
         break;
     }
     case C_ALLGATHER:
@@ -889,13 +1031,16 @@ static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
         if (s > 3 * 4096 + 17 && (h >> 40) % 4 != 0)
             s = s % (3 * 4096 + 18);
         s = s / (size_t)o->es * (size_t)o->es;
-        unsigned char *sb = malloc(s * (size_t)R + 1), *rb = recv_buf(s * (size_t)R);
+        unsigned char *sb = buf_alloc(s * (size_t)R), *rbd = recv_buf(s * (size_t)R);
+        unsigned char *init = buf_stage(sb, s * (size_t)R);
         for (int r = 0; r < R; r++)
-            payload(sb + (size_t)r * s, s,
+            payload(init + (size_t)r * s, s,
                     hash5(7, (uint64_t)o->index, (uint64_t)g_rank, (uint64_t)(a2a ? r : 0), (uint64_t)t));
+        buf_commit(sb, s * (size_t)R);
         int cnt = count_of(s, o->es);
-        rc = a2a ? ptsc_alltoall(ctx, sb, cnt, op_type(o), rb, cnt, op_type(o))
-                 : ptsc_allgather(ctx, sb, cnt, op_type(o), rb, cnt, op_type(o));
+        rc = a2a ? ptsc_alltoall(ctx, sb, cnt, op_type(o), rbd, cnt, op_type(o))
+                 : ptsc_allgather(ctx, sb, cnt, op_type(o), rbd, cnt, op_type(o));
+        const unsigned char *rb = buf_view(rbd, s * (size_t)R);
         if (rc == PTSC_OK)
             for (int r = 0; r < R; r++) {
                 uint64_t seed =
@@ -909,8 +1054,8 @@ static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
             }
         snprintf(what, sizeof what, "%s s%zu", a2a ? "alltoall" : "allgather", s);
         coll_done(o, what, rc, rb, s * (size_t)R);
-        free(sb);
-        free(rb);
+        buf_free(sb);
+        buf_free(rbd);
         break;
     }
     default:
@@ -925,6 +1070,7 @@ static int worker(int t)
     ptsc_ctx_t *ctx = NULL;
     g_me = t;
     CHECK_OK(ptsc_thread_attach(t, &ctx));
+    g_ctx = ctx;
     int g = g_rank * T + t;
     pthread_barrier_wait(&team);
     for (int i = 0; i < NOPS; i++) {
@@ -960,9 +1106,11 @@ static int worker(int t)
             op_coll(ctx, &o, t);
             break;
         }
+        arena_reset();
         if (__atomic_load_n(&g_failures, __ATOMIC_SEQ_CST) > 25)
             break; /* enough to go on; the watchdog ends the job */
     }
+    arena_release();
     ptsc_stats_t st;
     if (ptsc_ctx_stats(ctx, &st) == PTSC_OK)
         rec("t%d stats sends=%llu recvs=%llu bytes_sent=%llu bytes_recv=%llu", g_me,
@@ -992,6 +1140,19 @@ int main(int argc, char **argv)
     const char *tenv = getenv("MPI_DIFF_TRUNCATE");
     if (tenv && strcmp(tenv, "0") == 0)
         TRUNC = 0;
+    const char *denv = getenv("MPI_DIFF_DEVICE");
+    DEV = denv && strcmp(denv, "1") == 0;
+    if (DEV) {
+        int ndev = 0;
+#ifdef MPI_DIFF_CUDA
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess)
+            ndev = 0;
+#endif
+        if (ndev == 0) {
+            printf("mpi_diff: SKIPPED: MPI_DIFF_DEVICE=1 needs a CUDA device (and a build with CUDA)\n");
+            return 77;
+        }
+    }
     T = test_init(&argc, &argv, &R);
     P = R * T;
     for (POW2 = 1; POW2 < P; POW2 <<= 1)
