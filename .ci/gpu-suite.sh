@@ -37,6 +37,12 @@ source .gpu/prelude.sh
 
 ROWS=()
 FAILED=0
+# The knobs are read here and kept out of the programs' environment (ptsc
+# warns about PTSC_ variables it does not know).
+GPU_CTEST=${PTSC_GPU_CTEST:-1}
+GPU_BENCH=${PTSC_GPU_BENCH:-1}
+GPU_SANITIZER=${PTSC_GPU_SANITIZER:-1}
+unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER
 
 # row STEP STATUS DETAIL SECONDS
 row() { ROWS+=("| $1 | $2 | $3 | $4 |"); [ "$2" = "PASS" ] || [ "$2" = "SKIP" ] || FAILED=1; }
@@ -88,7 +94,7 @@ build_and_test() {
   fi
   row "$tag build" PASS "$(grep -c 'warning:' "$OUT/$tag-build.log") warnings" "$STEP_SECS"
   [ -x "$dir/src/ptsc-info" ] && "$dir/src/ptsc-info" >"$OUT/$tag-ptsc-info.txt" 2>&1
-  if [ "${PTSC_GPU_CTEST:-1}" = 0 ]; then
+  if [ "$GPU_CTEST" = 0 ]; then
     row "$tag ctest (all)" SKIP "PTSC_GPU_CTEST=0" "-"
     return
   fi
@@ -117,7 +123,7 @@ build_and_test sys build-gpu-sys
 #    rank runs under the tool).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 BIN=build-gpu-sys/tests/gpu
-if [ "${PTSC_GPU_SANITIZER:-1}" = 0 ]; then
+if [ "$GPU_SANITIZER" = 0 ]; then
   row "compute-sanitizer" SKIP "PTSC_GPU_SANITIZER=0" "-"
 elif [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
   for tool in memcheck racecheck synccheck; do
@@ -160,7 +166,7 @@ run_jacobi sys build-gpu-sys
 #    bench_sync (per-call cost of each scope's sync form, idle GPU).
 run_bench() {
   local tag=$1 dir=$2
-  if [ "${PTSC_GPU_BENCH:-1}" = 0 ]; then
+  if [ "$GPU_BENCH" = 0 ]; then
     row "$tag benchmarks" SKIP "PTSC_GPU_BENCH=0" "-"
     return
   fi
