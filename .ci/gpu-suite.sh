@@ -15,7 +15,8 @@
 # the compute-sanitizer runs (up to 150 s each), PTSC_GPU_CTEST=0 the two ctest
 # runs (about 450 s together; the builds still run). One call of at most ten
 # minutes fits the suite with benchmarks and sanitizer off, or the benchmarks
-# and sanitizer with ctest off.
+# and sanitizer with ctest off. PTSC_GPU_CTEST_LABEL=gpu runs only the tests
+# of that ctest label.
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -42,7 +43,8 @@ FAILED=0
 GPU_CTEST=${PTSC_GPU_CTEST:-1}
 GPU_BENCH=${PTSC_GPU_BENCH:-1}
 GPU_SANITIZER=${PTSC_GPU_SANITIZER:-1}
-unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER
+GPU_LABEL=${PTSC_GPU_CTEST_LABEL:-}
+unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL
 
 # row STEP STATUS DETAIL SECONDS
 row() { ROWS+=("| $1 | $2 | $3 | $4 |"); [ "$2" = "PASS" ] || [ "$2" = "SKIP" ] || FAILED=1; }
@@ -99,11 +101,11 @@ build_and_test() {
     return
   fi
   # The whole suite: unit, mpi, doc, format, examples and gpu (labels).
-  run_step "$tag-ctest" 330 ctest --test-dir "$dir" -j 4 --output-on-failure --timeout 300 \
+  run_step "$tag-ctest" 330 ctest --test-dir "$dir" -j 4 ${GPU_LABEL:+-L "$GPU_LABEL"} --output-on-failure --timeout 300 \
     --output-junit "$OUT/$tag-ctest.xml"
   local st=PASS
   [ "$STEP_RC" -eq 0 ] || st=FAIL
-  row "$tag ctest (all)" "$st" "$(ctest_counts "$OUT/$tag-ctest.log")" "$STEP_SECS"
+  row "$tag ctest (${GPU_LABEL:-all})" "$st" "$(ctest_counts "$OUT/$tag-ctest.log")" "$STEP_SECS"
   # The per-case tables the GPU tests print, gathered for docs/gpu-results.md.
   grep -E '^\|' "$dir/Testing/Temporary/LastTest.log" >"$OUT/$tag-tables.md" 2>/dev/null || true
   local gl
