@@ -1,4 +1,4 @@
-# Tests of the transfer engine (issue 7): the differential test of the wire
+# Tests of the transfer engine: the differential test of the wire
 # formats and the named regression cases. Included from tests/CMakeLists.txt
 # after the MPI test loop, whose variables it uses (MPIEXEC_*, PTSC_MPIEXEC_EXTRA,
 # PTSC_TEST_TIMEOUT, PTSC_TEST_MPI_THREADS, PTSC_TEST_MPI_RANKS):

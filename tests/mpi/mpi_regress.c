@@ -1,6 +1,6 @@
 /*
- * Named regression cases for the transfer engine (issue 7), one per failure
- * the issue lists. Usage: mpi_regress CASE; ctest runs each case under
+ * Named regression cases for the transfer engine, one per failure it once
+ * had. Usage: mpi_regress CASE; ctest runs each case under
  * PTSC_STAGING=never and under PTSC_STAGING=always with a 4 KiB chunk (some
  * also with the default chunk), in both PTSC_COMM modes. Every case checks
  * the data itself and prints FAIL lines; "PASSED mpi_regress CASE" ends a
