@@ -4,6 +4,16 @@ find_package(MPI REQUIRED COMPONENTS C)
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(Threads REQUIRED)
 
+# Which MPI this is (Open MPI or MPICH), from its mpi.h. The installed
+# package records it, with the wrapper and launcher, so that a program
+# using ptsc is built with the same MPI (cmake/PtscInstall.cmake).
+include(PtscMpiIdentity)
+ptsc_mpi_identify(PTSC_MPI ${MPI_C_HEADER_DIR} ${MPI_C_INCLUDE_DIRS} ${CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES})
+if(NOT PTSC_MPI_VENDOR)
+  message(WARNING "ptsc: could not tell which MPI mpi.h belongs to (${MPI_C_HEADER_DIR}); "
+    "the installed package will not check that programs use the same MPI")
+endif()
+
 set(PTSC_HAVE_CUDA OFF)
 set(PTSC_HAVE_NVCC OFF)
 if(NOT PTSC_WITH_CUDA STREQUAL "OFF")
@@ -29,7 +39,8 @@ if(NOT PTSC_WITH_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "PTSC_WITH_CUDA=ON but the CUDA toolkit was not found (set CUDAToolkit_ROOT)")
   endif()
 endif()
-message(STATUS "ptsc: CUDA layer ${PTSC_HAVE_CUDA}, nvcc for tests/examples ${PTSC_HAVE_NVCC}, MPI ${MPI_C_VERSION} (${MPIEXEC_EXECUTABLE})")
+message(STATUS "ptsc: CUDA layer ${PTSC_HAVE_CUDA}, nvcc for tests/examples ${PTSC_HAVE_NVCC}, "
+  "MPI ${MPI_C_VERSION}: ${PTSC_MPI_VENDOR} ${PTSC_MPI_VERSION} (${MPI_C_COMPILER}, ${MPIEXEC_EXECUTABLE})")
 
 # Warnings shared by every ptsc target.
 add_library(ptsc_warnings INTERFACE)

@@ -1,34 +1,81 @@
-# Installs the build into a scratch prefix, then builds and runs a consumer
-# through find_package(ptsc) and through pkg-config.
-#   cmake -DBUILD=<build dir> -DSRC=<tests/install> -DWORK=<scratch> -DCC=<C compiler> -P check_install.cmake
+# Installs the build into a scratch prefix, then builds a consumer that makes
+# MPI calls through find_package(ptsc) and through pkg-config, and runs each
+# under mpiexec with 2 ranks. Checks that both packages record the MPI ptsc
+# was built with and that find_package(ptsc) refuses a project that brings
+# the other MPI.
+#   cmake -DBUILD=<build dir> -DSRC=<tests/install> -DWORK=<scratch> -DCC=<C compiler>
+#         -DMPIEXEC=<launcher> -DNPFLAG=<-n> [-DEXTRA=<flags, | separated>]
+#         -DVENDOR=<Open MPI|MPICH> [-DOTHER_MPICC=<the other MPI's mpicc>]
+#         [-DSAN_FLAGS=<sanitizer flags, | separated>] -P check_install.cmake
+# The launcher's environment (OMPI_ALLOW_RUN_AS_ROOT...) comes from ctest.
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
+string(REPLACE "|" ";" EXTRA "${EXTRA}")
+string(REPLACE "|" ";" SAN_FLAGS "${SAN_FLAGS}")
+string(REPLACE ";" " " san_flags_string "${SAN_FLAGS}")
 function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 180)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
   endif()
   set(last_out "${out}" PARENT_SCOPE)
 endfunction()
+# Runs a consumer on 2 ranks; rank 0 reports the MPI calls it made.
+function(run_consumer what exe)
+  run("${what}" ${MPIEXEC} ${NPFLAG} 2 ${EXTRA} ${exe})
+  if(NOT last_out MATCHES "consumer: ptsc [0-9]+\\.[0-9]+\\.[0-9]+, PTSC_ERR_TAG, 2 ranks, allreduce 2, ring ok")
+    message(FATAL_ERROR "${what}: unexpected output: ${last_out}")
+  endif()
+  message(STATUS "${what}: ${last_out}")
+endfunction()
 
 run("install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix})
-run("configure consumer" ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/consumer -DCMAKE_PREFIX_PATH=${prefix})
-run("build consumer" ${CMAKE_COMMAND} --build ${WORK}/consumer)
-run("run consumer (find_package)" ${WORK}/consumer/consumer)
-if(NOT last_out MATCHES "consumer: ptsc [0-9]+\\.[0-9]+\\.[0-9]+, PTSC_ERR_TAG")
-  message(FATAL_ERROR "unexpected consumer output: ${last_out}")
+
+# find_package(ptsc): the consumer names no MPI and gets ptsc's.
+run("configure consumer" ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/consumer -DCMAKE_PREFIX_PATH=${prefix}
+  "-DCMAKE_C_FLAGS=${san_flags_string}" "-DCMAKE_EXE_LINKER_FLAGS=${san_flags_string}")
+if(NOT last_out MATCHES "consumer: ptsc built with ${VENDOR} ")
+  message(FATAL_ERROR "the CMake package does not record ${VENDOR}:\n${last_out}")
 endif()
-message(STATUS "find_package(ptsc): ${last_out}")
+run("build consumer" ${CMAKE_COMMAND} --build ${WORK}/consumer)
+run_consumer("run consumer (find_package)" ${WORK}/consumer/consumer)
+
+# find_package(ptsc) in a project that selected the other MPI: refused, and
+# the message says which MPI ptsc needs.
+if(OTHER_MPICC AND EXISTS "${OTHER_MPICC}")
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/consumer-other -DCMAKE_PREFIX_PATH=${prefix}
+    -DMPI_C_COMPILER=${OTHER_MPICC} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 180)
+  string(REGEX REPLACE "[ \t\n]+" " " flat "${err}") # CMake wraps the message
+  if(rc EQUAL 0 OR NOT flat MATCHES "was built with ${VENDOR} .* A program linked with both MPIs crashes")
+    message(FATAL_ERROR "find_package(ptsc) with MPI_C_COMPILER=${OTHER_MPICC} was not refused (${rc}):\n${out}\n${err}")
+  endif()
+  string(REGEX MATCH "ptsc in .* crashes\\." reason "${flat}")
+  message(STATUS "find_package(ptsc) with ${OTHER_MPICC}: refused: ${reason}")
+else()
+  message(STATUS "no other MPI here (OTHER_MPICC='${OTHER_MPICC}'): the refusal is not checked")
+endif()
 
 find_program(PKG_CONFIG pkg-config)
 if(PKG_CONFIG)
   file(GLOB pcdir ${prefix}/lib*/pkgconfig ${prefix}/lib/*/pkgconfig)
   set(ENV{PKG_CONFIG_PATH} "${pcdir}")
+  run("pkg-config --variable=mpi_vendor" ${PKG_CONFIG} --variable=mpi_vendor ptsc)
+  string(STRIP "${last_out}" pc_vendor)
+  if(NOT pc_vendor STREQUAL VENDOR)
+    message(FATAL_ERROR "ptsc.pc records MPI '${pc_vendor}', ptsc was built with '${VENDOR}'")
+  endif()
   run("pkg-config" ${PKG_CONFIG} --cflags --libs ptsc)
   string(STRIP "${last_out}" flags)
+  message(STATUS "pkg-config --cflags --libs ptsc: ${flags}")
+  # Exactly one MPI: an MPICH build must not bring Open MPI's libmpi, nor the
+  # reverse.
+  if((VENDOR STREQUAL "MPICH" AND flags MATCHES "openmpi|-lmpi( |$)")
+     OR (VENDOR STREQUAL "Open MPI" AND flags MATCHES "mpich"))
+    message(FATAL_ERROR "pkg-config flags of a ${VENDOR} build name another MPI: ${flags}")
+  endif()
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(GLOB libdir LIST_DIRECTORIES true ${prefix}/lib*)
-  run("compile with pkg-config flags" ${CC} ${SRC}/consumer.c ${flags} -Wl,-rpath,${libdir} -o ${WORK}/pc-consumer)
-  run("run consumer (pkg-config)" ${WORK}/pc-consumer)
-  message(STATUS "pkg-config: ${last_out}")
+  run("compile with pkg-config flags" ${CC} ${SAN_FLAGS} ${SRC}/consumer.c ${flags} -Wl,-rpath,${libdir}
+    -o ${WORK}/pc-consumer)
+  run_consumer("run consumer (pkg-config)" ${WORK}/pc-consumer)
 endif()
