@@ -12,7 +12,8 @@
  * Conventions:
  *  - Every call returns a ptsc_status_t (PTSC_OK or a negative error) and
  *    never aborts the process. On error, ptsc_last_error() holds a
- *    thread-local detail message (MPI's or CUDA's own text where relevant).
+ *    thread-local detail message (MPI's or CUDA's own text where relevant);
+ *    see ptsc_last_error for what clears it.
  *  - Output arguments are written only on success.
  *  - Calls taking a `ptsc_ctx_t *ctx` must be made by the thread that owns
  *    the context (PTSC_ERR_WRONG_THREAD otherwise). Passing ctx = NULL means
@@ -113,10 +114,13 @@ typedef struct {
  * Initialise ptsc. Reads the PTSC_* environment, initialises MPI with
  * MPI_THREAD_MULTIPLE if the program has not, or checks the level it got,
  * then creates the communicator lanes collectively (every rank must call).
- * Call from one thread (normally main) before any other ptsc call.
+ * Call from one thread (normally main) before any other ptsc call. Calls
+ * from several threads at once are serialised: one initialises; the others
+ * wait for it and return PTSC_ERR_ALREADY_INITIALIZED (ptsc is then ready
+ * for them too), or, if it failed, try again themselves.
  * @param argc,argv passed to MPI_Init_thread; may be NULL.
  * @return PTSC_OK; PTSC_ERR_ALREADY_INITIALIZED; PTSC_ERR_FINALIZED (no
- *         re-init after finalize); PTSC_ERR_CONFIG (bad variable, named in
+ *         re-init after finalize, nor while it runs); PTSC_ERR_CONFIG (bad variable, named in
  *         ptsc_last_error); PTSC_ERR_THREAD_LEVEL; PTSC_ERR_MPI; PTSC_ERR_CUDA.
  */
 PTSC_API int ptsc_init(int *argc, char ***argv);
@@ -124,8 +128,20 @@ PTSC_API int ptsc_init(int *argc, char ***argv);
 /**
  * Free every context, lane, stream and staging buffer; finalise MPI only
  * if ptsc_init initialised it. Collective; call from the thread that called
- * ptsc_init after all other threads stopped using ptsc.
- * @return PTSC_OK; PTSC_ERR_NOT_INITIALIZED; PTSC_ERR_FINALIZED; PTSC_ERR_MPI.
+ * ptsc_init.
+ *
+ * Other threads: finalize first makes every later ptsc call of any thread
+ * return PTSC_ERR_FINALIZED (ptsc_thread_attach, ptsc_self and
+ * ptsc_thread_detach included), then waits for the attaches, detaches and
+ * thread exits already under way to finish, then takes over the contexts of
+ * threads still attached and frees them (their requests drained as at
+ * thread exit). A thread attached at that point may stay alive or exit,
+ * during finalize or after it: its context is freed exactly once, by
+ * finalize, and its later calls return PTSC_ERR_FINALIZED. What remains the
+ * program's duty: no other thread may be inside a ptsc call (or use its
+ * stream, lane or requests) once finalize has begun; stop them first.
+ * @return PTSC_OK; PTSC_ERR_NOT_INITIALIZED; PTSC_ERR_FINALIZED (already
+ *         finalized, or being finalized by another thread); PTSC_ERR_MPI.
  */
 PTSC_API int ptsc_finalize(void);
 
@@ -145,9 +161,26 @@ PTSC_API const char *ptsc_status_string(int status);
 PTSC_API const char *ptsc_status_name(int status);
 
 /**
- * Detail of the calling thread's last error: which argument or variable,
- * and MPI's or CUDA's own message. Empty string when none. Valid until the
- * thread's next ptsc call.
+ * Detail of the calling thread's last error: which call, which argument or
+ * variable, and MPI's or CUDA's own message. Thread-local; never NULL.
+ *
+ * - Operations (every call not listed below) clear it when they start, so
+ *   after one returns PTSC_OK it is the empty string, and after one fails
+ *   it holds that failure.
+ * - Queries (ptsc_initialized, ptsc_rank, ptsc_size, ptsc_tag_max,
+ *   ptsc_features and the ptsc_ctx_* getters other than ptsc_ctx_set_scope)
+ *   never clear it. One that fails sets its own detail, except while the
+ *   detail holds a failure of an operation that ptsc_last_error() has not
+ *   returned yet: that detail is kept (the query still returns its status),
+ *   so a program can ask for its rank or thread index while reporting an
+ *   error without losing the error's detail.
+ * - ptsc_version, ptsc_version_string, ptsc_status_string, ptsc_status_name
+ *   and ptsc_mem_forget never change it; ptsc_mem_class and
+ *   ptsc_config_print set it when they fail and leave it when they succeed.
+ * - ptsc_omp_run that fails copies the failing thread's detail here.
+ *
+ * The string stays valid until the thread's next ptsc call. Calling this
+ * marks the detail as read.
  */
 PTSC_API const char *ptsc_last_error(void);
 
@@ -184,7 +217,10 @@ PTSC_API int ptsc_config_print(void *out);
 /**
  * Attach the calling thread as thread `index` of this rank: selects its
  * device, binds its stream, gives it its lane. For pthreads and any thread
- * that knows its index.
+ * that knows its index. An index is free again once its thread detached or
+ * ended (the exit destructor ran, which is before pthread_join returns); a
+ * new holder receives the messages addressed to the index that the old one
+ * did not receive, since peers address (rank, index), not a thread.
  * @param[out] ctx the new context (may be NULL).
  * @return PTSC_OK; PTSC_ERR_THREAD (index out of [0, nthreads));
  *         PTSC_ERR_THREAD_TAKEN (a live thread holds it);
@@ -204,11 +240,20 @@ PTSC_API int ptsc_thread_attach(int index, ptsc_ctx_t **ctx);
 PTSC_API int ptsc_omp_attach(ptsc_ctx_t **ctx);
 
 /**
- * The calling thread's context, attaching it lazily if it has none (index:
- * the OpenMP thread number inside a parallel region if free, else the
- * lowest free index). A lazily attached thread counts as "not known" for
- * the auto scope, which then syncs globally, because its earlier GPU work
- * may be on any stream.
+ * The calling thread's context, attaching it lazily if it has none. Any
+ * call given ctx = NULL does the same. The lazy index rule:
+ *  - outside any active OpenMP parallel region (plain pthreads, the main
+ *    thread): the lowest free index;
+ *  - inside an active region: the OpenMP thread number, as ptsc_omp_attach,
+ *    so that peers addressing (rank, t) reach OpenMP thread t. If that index
+ *    is held by another live thread: PTSC_ERR_THREAD_TAKEN; if it is not
+ *    below PTSC_MAX_THREADS: PTSC_ERR_THREAD. Never another index;
+ *  - inside an active region nested in another: PTSC_ERR_NESTED (thread
+ *    numbers repeat there; compute an index and use ptsc_thread_attach).
+ * A lazily attached thread counts as "not known" for the auto scope, which
+ * then syncs globally, because its earlier GPU work may be on any stream.
+ * @return PTSC_OK; PTSC_ERR_THREAD (no free index, or the OpenMP thread
+ *         number is out of range); PTSC_ERR_THREAD_TAKEN; PTSC_ERR_NESTED.
  */
 PTSC_API int ptsc_self(ptsc_ctx_t **ctx);
 
@@ -219,10 +264,20 @@ PTSC_API int ptsc_self(ptsc_ctx_t **ctx);
  * first. A thread that exits attached is detached by a thread-exit
  * destructor, which completes its sends and matched receives and cancels
  * receives that no message matched yet (logged as a warning).
- * @return PTSC_OK; PTSC_ERR_NOT_ATTACHED; PTSC_ERR_PENDING.
+ * @return PTSC_OK; PTSC_ERR_NOT_ATTACHED; PTSC_ERR_PENDING;
+ *         PTSC_ERR_FINALIZED (also while ptsc_finalize runs: it frees the
+ *         context then).
  */
 PTSC_API int ptsc_thread_detach(void);
 
+/*
+ * Context getters (queries, see ptsc_last_error). Like every call taking a
+ * context, they accept only the calling thread's own context: another
+ * thread's (or one whose thread detached or ended) gives
+ * PTSC_ERR_WRONG_THREAD without the context being read, since its owner
+ * changes its scope and counters without a lock and may free it at any
+ * time. A thread that needs another's values asks that thread for them.
+ */
 /** @param[out] index the context's thread index. */
 PTSC_API int ptsc_ctx_index(const ptsc_ctx_t *ctx, int *index);
 /** @param[out] device the context's CUDA device, or -1 without a GPU. */

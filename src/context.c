@@ -3,6 +3,13 @@
  * thread-local pointer (ptsc__tls()->ctx); the process keeps one slot per
  * thread index so that an index is held by at most one live thread. A
  * pthread key destructor detaches a thread that exits attached.
+ *
+ * Against ptsc_finalize (init.c): a context is attached and released by its
+ * own thread only while the state is READY, checked under ptsc__g.lock, and
+ * ptsc__g.transit counts those under way. Finalize turns the state
+ * FINALIZING under the same lock, waits for transit to drop to 0, and then
+ * owns every context left in a slot: no context is released twice, and no
+ * thread touches the slots, the counters or the lanes while they are freed.
  */
 #include "ptsc_internal.h"
 
@@ -10,14 +17,58 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void free_ctx(ptsc_ctx_t *ctx);
+static void release_ctx(ptsc_ctx_t *ctx);
+
+/* A thread starts releasing its own context: 0 when finalize has begun (the
+ * context is finalize's then). */
+static int begin_release(void)
+{
+    pthread_mutex_lock(&ptsc__g.lock);
+    int ok = atomic_load(&ptsc__g.state) == PTSC__STATE_READY;
+    if (ok)
+        ptsc__g.transit++;
+    pthread_mutex_unlock(&ptsc__g.lock);
+    return ok;
+}
+
+static void end_transit(void)
+{
+    /* Called with the lock held. */
+    if (--ptsc__g.transit == 0)
+        pthread_cond_broadcast(&ptsc__g.cond);
+}
+
+static void add_stats(ptsc_stats_t *to, const ptsc_stats_t *s)
+{
+    uint64_t *t = (uint64_t *)to;
+    const uint64_t *f = (const uint64_t *)s;
+    for (size_t i = 0; i < sizeof *s / sizeof(uint64_t); i++)
+        t[i] += f[i];
+}
+
+/* Release and free the caller's own context; begin_release() returned 1. The
+ * index stays held until the context is released, so a new holder of the
+ * index never runs beside the old one's drain. */
+static void free_own_ctx(ptsc_ctx_t *ctx)
+{
+    release_ctx(ctx);
+    pthread_mutex_lock(&ptsc__g.lock);
+    add_stats(&ptsc__g.retired[ctx->index], &ctx->stats);
+    ptsc__g.slots[ctx->index] = NULL;
+    end_transit();
+    pthread_mutex_unlock(&ptsc__g.lock);
+    if (ptsc__tls()->ctx == ctx)
+        ptsc__tls()->ctx = NULL;
+    free(ctx);
+}
 
 static void on_thread_exit(void *p)
 {
-    /* After ptsc_finalize the key is deleted and this never runs; the state
-     * check covers a thread that exits during finalize. */
-    if (p && atomic_load(&ptsc__g.state) == PTSC__STATE_READY)
-        free_ctx(p);
+    /* Once finalize has begun the context is finalize's (or already freed):
+     * it is not dereferenced here. After finalize the key is deleted and this
+     * normally never runs. */
+    if (p && begin_release())
+        free_own_ctx(p);
 }
 
 int ptsc__ctx_setup(void)
@@ -30,19 +81,12 @@ int ptsc__ctx_setup(void)
         free(ptsc__g.retired);
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: thread slots");
     }
+    ptsc__g.transit = 0;
     return PTSC_OK;
 }
 
-static void add_stats(ptsc_stats_t *to, const ptsc_stats_t *s)
-{
-    uint64_t *t = (uint64_t *)to;
-    const uint64_t *f = (const uint64_t *)s;
-    for (size_t i = 0; i < sizeof *s / sizeof(uint64_t); i++)
-        t[i] += f[i];
-}
-
 /* Release what a context holds. Runs on the owning thread (detach, thread
- * exit) or on the finalizing thread once the owner stopped using ptsc. */
+ * exit) or on the finalizing thread, which then owns it. */
 static void release_ctx(ptsc_ctx_t *ctx)
 {
     if (ctx->stream)
@@ -59,36 +103,31 @@ static void release_ctx(ptsc_ctx_t *ctx)
         ptsc__gpu_stream_release(ctx->stream_kind, ctx->stream);
 }
 
-static void free_ctx(ptsc_ctx_t *ctx)
-{
-    release_ctx(ctx);
-    pthread_mutex_lock(&ptsc__g.lock);
-    add_stats(&ptsc__g.retired[ctx->index], &ctx->stats);
-    ptsc__g.slots[ctx->index] = NULL;
-    pthread_mutex_unlock(&ptsc__g.lock);
-    if (ptsc__tls()->ctx == ctx)
-        ptsc__tls()->ctx = NULL;
-    free(ctx);
-}
-
 void ptsc__ctx_teardown(void)
 {
-    /* Contexts of threads still attached are freed here; their threads must
-     * no longer use ptsc (documented), so their dangling thread-local pointer
-     * is never read again: every call checks the state first. */
+    /* State FINALIZING and no attach or release under way (init.c): every
+     * context still in a slot is ours. Their threads must no longer use ptsc
+     * (documented); their dangling thread-local pointer is never read again,
+     * since every call checks the state first, and their exit destructor
+     * backs off. */
+    int n = ptsc__g.nthreads;
+    ptsc_ctx_t **owned = ptsc__g.slots;
+    pthread_mutex_lock(&ptsc__g.lock);
+    ptsc__g.slots = NULL;
+    pthread_mutex_unlock(&ptsc__g.lock);
     pthread_key_delete(ptsc__g.key);
-    for (int i = 0; i < ptsc__g.nthreads; i++) {
-        ptsc_ctx_t *ctx = ptsc__g.slots[i];
-        if (ctx) {
-            release_ctx(ctx);
-            free(ctx);
+    for (int i = 0; i < n; i++) {
+        if (owned[i]) {
+            release_ctx(owned[i]);
+            free(owned[i]);
         }
     }
     ptsc__tls()->ctx = NULL;
-    free(ptsc__g.slots);
+    free(owned);
+    pthread_mutex_lock(&ptsc__g.lock);
     free(ptsc__g.retired);
-    ptsc__g.slots = NULL;
     ptsc__g.retired = NULL;
+    pthread_mutex_unlock(&ptsc__g.lock);
 }
 
 static int pick_device(int index, int *device)
@@ -118,27 +157,49 @@ static int pick_device(int index, int *device)
     return PTSC_OK;
 }
 
-static int attach(int index, int lazy, ptsc_ctx_t **out)
+/* Reserve slot `index` (-1: the lowest free one) for `ctx`, which becomes
+ * "in transit" until attach finishes. */
+static int reserve(int index, int lazy, ptsc_ctx_t *ctx, const char *call)
+{
+    pthread_mutex_lock(&ptsc__g.lock);
+    int rc = PTSC_OK;
+    if (atomic_load(&ptsc__g.state) != PTSC__STATE_READY) {
+        rc = ptsc__err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize is running", call);
+    } else if (index < 0) {
+        for (index = 0; index < ptsc__g.nthreads && ptsc__g.slots[index]; index++)
+            ;
+        if (index == ptsc__g.nthreads)
+            rc = ptsc__err(PTSC_ERR_THREAD, "%s: all %d thread slots are taken; raise PTSC_MAX_THREADS", call,
+                           ptsc__g.nthreads);
+    } else if (ptsc__g.slots[index]) {
+        rc = ptsc__err(PTSC_ERR_THREAD_TAKEN, "%s: thread index %d is held by another live thread", call,
+                       index);
+    }
+    if (rc == PTSC_OK) {
+        ctx->index = index;
+        ctx->lazy = lazy;
+        ctx->owner = pthread_self();
+        ptsc__g.slots[index] = ctx; /* reserved; filled in by attach, outside the lock */
+        ptsc__g.transit++;
+    }
+    pthread_mutex_unlock(&ptsc__g.lock);
+    return rc;
+}
+
+static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
 {
     ptsc_ctx_t *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc attach: context");
-    pthread_mutex_lock(&ptsc__g.lock);
-    if (ptsc__g.slots[index]) {
-        pthread_mutex_unlock(&ptsc__g.lock);
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: context", call);
+    int rc = reserve(index, lazy, ctx, call);
+    if (rc != PTSC_OK) {
         free(ctx);
-        return ptsc__err(PTSC_ERR_THREAD_TAKEN, "ptsc attach: thread index %d is held by another live thread",
-                         index);
+        return rc;
     }
-    ptsc__g.slots[index] = ctx; /* reserved; filled in below, outside the lock */
-    pthread_mutex_unlock(&ptsc__g.lock);
-
-    ctx->index = index;
-    ctx->lazy = lazy;
-    ctx->owner = pthread_self();
+    index = ctx->index;
     ctx->scope = ptsc__g.cfg.sync_scope;
     ctx->stream_kind = ptsc__g.cfg.stream;
-    int rc = pick_device(index, &ctx->device);
+    rc = pick_device(index, &ctx->device);
     if (rc == PTSC_OK && ctx->device >= 0) {
         if (ctx->device < 64)
             atomic_fetch_or(&ptsc__g.devmask, 1ul << ctx->device);
@@ -146,10 +207,12 @@ static int attach(int index, int lazy, ptsc_ctx_t **out)
         if (rc == PTSC_OK)
             rc = ptsc__gpu_stream_bind(ctx->stream_kind, &ctx->stream);
     }
-    if (rc != PTSC_OK) {
-        pthread_mutex_lock(&ptsc__g.lock);
+    pthread_mutex_lock(&ptsc__g.lock);
+    if (rc != PTSC_OK)
         ptsc__g.slots[index] = NULL;
-        pthread_mutex_unlock(&ptsc__g.lock);
+    end_transit();
+    pthread_mutex_unlock(&ptsc__g.lock);
+    if (rc != PTSC_OK) {
         free(ctx);
         return rc;
     }
@@ -175,7 +238,7 @@ int ptsc_thread_attach(int index, ptsc_ctx_t **ctx)
     if (self)
         return ptsc__err(PTSC_ERR_ALREADY_ATTACHED, "ptsc_thread_attach: this thread is attached as index %d",
                          self->index);
-    return attach(index, 0, ctx);
+    return attach(index, 0, ctx, "ptsc_thread_attach");
 }
 
 /* OpenMP thread number in the innermost active region, or PTSC_ERR_NESTED. */
@@ -215,9 +278,15 @@ int ptsc_omp_attach(ptsc_ctx_t **ctx)
             *ctx = self;
         return PTSC_OK;
     }
-    return attach(index, 0, ctx);
+    return attach(index, 0, ctx, "ptsc_omp_attach");
 }
 
+/*
+ * The lazy-attach rule (include/ptsc.h): outside any active parallel region
+ * the lowest free index; in an active region the OpenMP thread number, or an
+ * error (never another index: peers address the thread by that number);
+ * in a nested active region PTSC_ERR_NESTED, since numbers repeat there.
+ */
 int ptsc_self(ptsc_ctx_t **ctx)
 {
     int rc = ptsc__check_ready("ptsc_self");
@@ -229,17 +298,28 @@ int ptsc_self(ptsc_ctx_t **ctx)
             *ctx = self;
         return PTSC_OK;
     }
-    int first = 0;
-    if (omp_get_active_level() == 1 && omp_index(&first) == PTSC_OK && first < ptsc__g.nthreads &&
-        attach(first, 1, ctx) == PTSC_OK)
-        return PTSC_OK;
-    for (int i = 0; i < ptsc__g.nthreads; i++) {
-        rc = attach(i, 1, ctx);
-        if (rc != PTSC_ERR_THREAD_TAKEN)
-            return rc;
-    }
-    return ptsc__err(PTSC_ERR_THREAD, "ptsc_self: all %d thread slots are taken; raise PTSC_MAX_THREADS",
-                     ptsc__g.nthreads);
+    int active = omp_get_active_level();
+    if (active == 0)
+        return attach(-1, 1, ctx, "ptsc_self");
+    if (active > 1)
+        return ptsc__err(PTSC_ERR_NESTED,
+                         "ptsc_self: lazy attach in a nested parallel region (active level %d), where OpenMP "
+                         "thread numbers repeat; compute an index and call ptsc_thread_attach",
+                         active);
+    int t = 0;
+    omp_index(&t);
+    if (t >= ptsc__g.nthreads)
+        return ptsc__err(PTSC_ERR_THREAD,
+                         "ptsc_self: OpenMP thread %d attaches lazily as index %d, which is outside [0, %d) "
+                         "(PTSC_MAX_THREADS)",
+                         t, t, ptsc__g.nthreads);
+    rc = attach(t, 1, ctx, "ptsc_self");
+    if (rc == PTSC_ERR_THREAD_TAKEN)
+        return ptsc__err(PTSC_ERR_THREAD_TAKEN,
+                         "ptsc_self: OpenMP thread %d attaches lazily as index %d, which another live thread "
+                         "holds; attach that thread or this one explicitly with ptsc_thread_attach",
+                         t, t);
+    return rc;
 }
 
 int ptsc_thread_detach(void)
@@ -255,9 +335,35 @@ int ptsc_thread_detach(void)
                          "ptsc_thread_detach: thread %d has %d request(s) not completed; complete them with "
                          "ptsc_wait, ptsc_waitall or ptsc_test first (the thread stays attached)",
                          self->index, self->outstanding);
+    if (!begin_release())
+        return ptsc__err(PTSC_ERR_FINALIZED,
+                         "ptsc_thread_detach: ptsc_finalize is running; it releases this thread's context");
     pthread_setspecific(ptsc__g.key, NULL);
-    free_ctx(self);
+    free_own_ctx(self);
+    ptsc__err_clear(); /* a drain on release may have left a detail */
     return PTSC_OK;
+}
+
+/* Detail for a context that is not the caller's: whose it is, when it is
+ * still attached. Reads the slot table only, never the context itself. */
+static int not_own(const ptsc_ctx_t *ctx, const char *call, int query)
+{
+    int index = -1;
+    pthread_mutex_lock(&ptsc__g.lock);
+    for (int i = 0; ptsc__g.slots && i < ptsc__g.nthreads; i++)
+        if (ptsc__g.slots[i] == ctx)
+            index = i;
+    pthread_mutex_unlock(&ptsc__g.lock);
+    int (*err)(int, const char *, ...) = query ? ptsc__err_query : ptsc__err;
+    if (index >= 0)
+        return err(PTSC_ERR_WRONG_THREAD,
+                   "%s: context of thread index %d used from another thread (a context is used and read "
+                   "only by the thread that owns it)",
+                   call, index);
+    return err(PTSC_ERR_WRONG_THREAD,
+               "%s: not the calling thread's context, nor any attached thread's (its thread detached or "
+               "ended)",
+               call);
 }
 
 int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call)
@@ -267,23 +373,37 @@ int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call)
         return rc;
     if (!*ctx)
         return ptsc_self(ctx);
-    if (!pthread_equal((*ctx)->owner, pthread_self()))
-        return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: context of thread index %d used from another thread",
-                         call, (*ctx)->index);
+    /* Compared with the caller's own context rather than read: the pointer
+     * may be another thread's, or dangle after its thread ended. */
+    if (*ctx != ptsc__tls()->ctx)
+        return not_own(*ctx, call, 0);
+    return PTSC_OK;
+}
+
+/* Accessors are queries: checked like every public call, owner only (the
+ * owner changes the scope and counters without a lock), output written on
+ * success only. */
+static int check_accessor(const ptsc_ctx_t *ctx, const void *out, const char *call)
+{
+    int rc = ptsc__check_ready_query(call);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!ctx || !out)
+        return ptsc__err_query(PTSC_ERR_ARG, "%s: %s is NULL", call, ctx ? "output" : "ctx");
+    if (ctx != ptsc__tls()->ctx)
+        return not_own(ctx, call, 1);
     return PTSC_OK;
 }
 
 /* Accessors: checked like every public call, output written on success only. */
-#define PTSC__ACCESSOR(fn, type, expr)                                                  \
-    int fn(const ptsc_ctx_t *ctx, type *out)                                            \
-    {                                                                                   \
-        int rc = ptsc__check_ready(#fn);                                                \
-        if (rc != PTSC_OK)                                                              \
-            return rc;                                                                  \
-        if (!ctx || !out)                                                               \
-            return ptsc__err(PTSC_ERR_ARG, #fn ": %s is NULL", ctx ? "output" : "ctx"); \
-        *out = (expr);                                                                  \
-        return PTSC_OK;                                                                 \
+#define PTSC__ACCESSOR(fn, type, expr)          \
+    int fn(const ptsc_ctx_t *ctx, type *out)    \
+    {                                           \
+        int rc = check_accessor(ctx, out, #fn); \
+        if (rc != PTSC_OK)                      \
+            return rc;                          \
+        *out = (expr);                          \
+        return PTSC_OK;                         \
     }
 
 PTSC__ACCESSOR(ptsc_ctx_index, int, ctx->index)

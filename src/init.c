@@ -5,19 +5,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-ptsc__global_t ptsc__g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+ptsc__global_t ptsc__g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
-int ptsc__check_ready(const char *call)
+static int check_state(const char *call, int (*err)(int, const char *, ...))
 {
     switch (atomic_load_explicit(&ptsc__g.state, memory_order_acquire)) {
     case PTSC__STATE_READY:
         return PTSC_OK;
     case PTSC__STATE_NONE:
-        return ptsc__err(PTSC_ERR_NOT_INITIALIZED, "%s: call ptsc_init first", call);
+        return err(PTSC_ERR_NOT_INITIALIZED, "%s: call ptsc_init first", call);
+    case PTSC__STATE_INIT:
+        return err(PTSC_ERR_NOT_INITIALIZED, "%s: ptsc_init has not returned yet (it runs in another thread)",
+                   call);
+    case PTSC__STATE_FINALIZING:
+        return err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize is running", call);
     default:
-        return ptsc__err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize has already been called", call);
+        return err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize has already been called", call);
     }
 }
+
+int ptsc__check_ready(const char *call)
+{
+    ptsc__err_clear();
+    return check_state(call, ptsc__err);
+}
+
+int ptsc__check_ready_query(const char *call) { return check_state(call, ptsc__err_query); }
 
 /* Init and lanes must agree on every rank: a rank with other lanes or another
  * message protocol would mismatch messages, so a difference fails init on all
@@ -126,18 +139,11 @@ static int choose_paths(void)
     return PTSC_OK;
 }
 
-int ptsc_init(int *argc, char ***argv)
+static int init_body(int *argc, char ***argv)
 {
-    int state = atomic_load(&ptsc__g.state);
-    if (state == PTSC__STATE_READY)
-        return ptsc__err(PTSC_ERR_ALREADY_INITIALIZED, "ptsc_init: already initialised");
-    if (state == PTSC__STATE_DONE)
-        return ptsc__err(PTSC_ERR_FINALIZED,
-                         "ptsc_init: ptsc cannot be initialised again after ptsc_finalize");
-
     int rc = ptsc__config_load(&ptsc__g.cfg);
     if (rc != PTSC_OK) {
-        ptsc__log(PTSC__LOG_ERROR, "%s", ptsc_last_error());
+        ptsc__log(PTSC__LOG_ERROR, "%s", ptsc__tls()->detail);
         return rc;
     }
     if ((rc = init_mpi(argc, argv)) != PTSC_OK)
@@ -160,17 +166,7 @@ int ptsc_init(int *argc, char ***argv)
         goto undo_lanes;
     atomic_store(&ptsc__g.mem_epoch, 1u);
     atomic_store(&ptsc__g.devmask, 0ul);
-    atomic_store_explicit(&ptsc__g.state, PTSC__STATE_READY, memory_order_release);
 
-    if (ptsc__g.cfg.print_config && ptsc__g.rank == 0) {
-        printf("ptsc %s: %d ranks x %d threads, %d devices, cuda-aware %s, staging %s\n", PTSC_VERSION_STRING,
-               ptsc__g.nranks, ptsc__g.nthreads, ptsc__g.ndevices, ptsc__g.cuda_aware ? "yes" : "no",
-               ptsc__g.staging ? "on" : "off");
-        ptsc__config_print(&ptsc__g.cfg, stdout);
-        fflush(stdout);
-    }
-    ptsc__log(PTSC__LOG_INFO, "initialised: %d ranks x %d threads, %d devices", ptsc__g.nranks,
-              ptsc__g.nthreads, ptsc__g.ndevices);
     return PTSC_OK;
 
 undo_lanes:
@@ -184,21 +180,84 @@ undo_mpi:
         MPI_Finalize();
         ptsc__g.own_mpi = 0;
     }
-    ptsc__log(PTSC__LOG_ERROR, "%s", ptsc_last_error());
+    ptsc__log(PTSC__LOG_ERROR, "%s", ptsc__tls()->detail);
     return rc;
 }
 
+/* One ptsc_init runs at a time (state INIT); a call that finds another one
+ * running waits for its outcome. */
+int ptsc_init(int *argc, char ***argv)
+{
+    ptsc__err_clear();
+    int waited = 0;
+    pthread_mutex_lock(&ptsc__g.lock);
+    int state = atomic_load(&ptsc__g.state);
+    while (state == PTSC__STATE_INIT) {
+        waited = 1;
+        pthread_cond_wait(&ptsc__g.cond, &ptsc__g.lock);
+        state = atomic_load(&ptsc__g.state);
+    }
+    if (state == PTSC__STATE_NONE)
+        atomic_store(&ptsc__g.state, PTSC__STATE_INIT);
+    pthread_mutex_unlock(&ptsc__g.lock);
+    if (state == PTSC__STATE_READY)
+        return ptsc__err(PTSC_ERR_ALREADY_INITIALIZED, "ptsc_init: %s",
+                         waited ? "initialised meanwhile by a ptsc_init of another thread"
+                                : "already initialised");
+    if (state != PTSC__STATE_NONE)
+        return ptsc__err(PTSC_ERR_FINALIZED,
+                         "ptsc_init: ptsc cannot be initialised again after ptsc_finalize");
+
+    int rc = init_body(argc, argv);
+    pthread_mutex_lock(&ptsc__g.lock);
+    atomic_store_explicit(&ptsc__g.state, rc == PTSC_OK ? PTSC__STATE_READY : PTSC__STATE_NONE,
+                          memory_order_release);
+    pthread_cond_broadcast(&ptsc__g.cond);
+    pthread_mutex_unlock(&ptsc__g.lock);
+    if (rc == PTSC_OK) {
+        if (ptsc__g.cfg.print_config && ptsc__g.rank == 0) {
+            printf("ptsc %s: %d ranks x %d threads, %d devices, cuda-aware %s, staging %s\n",
+                   PTSC_VERSION_STRING, ptsc__g.nranks, ptsc__g.nthreads, ptsc__g.ndevices,
+                   ptsc__g.cuda_aware ? "yes" : "no", ptsc__g.staging ? "on" : "off");
+            ptsc__config_print(&ptsc__g.cfg, stdout);
+            fflush(stdout);
+        }
+        ptsc__log(PTSC__LOG_INFO, "initialised: %d ranks x %d threads, %d devices", ptsc__g.nranks,
+                  ptsc__g.nthreads, ptsc__g.ndevices);
+    }
+    return rc;
+}
+
+/*
+ * Finalize against thread exit and detach (include/ptsc.h): the state turns
+ * FINALIZING under the lock, so from then on no thread starts to attach or
+ * release a context; those already attaching or releasing (ptsc__g.transit)
+ * are waited for; then every context still in a slot is this thread's to
+ * release (ptsc__ctx_teardown), and a thread that exits now leaves it alone.
+ */
 int ptsc_finalize(void)
 {
     int rc = ptsc__check_ready("ptsc_finalize");
     if (rc != PTSC_OK)
         return rc;
+    pthread_mutex_lock(&ptsc__g.lock);
+    int expected = PTSC__STATE_READY;
+    if (!atomic_compare_exchange_strong(&ptsc__g.state, &expected, PTSC__STATE_FINALIZING)) {
+        pthread_mutex_unlock(&ptsc__g.lock);
+        return ptsc__err(PTSC_ERR_FINALIZED, "ptsc_finalize: already called by another thread");
+    }
+    while (ptsc__g.transit > 0)
+        pthread_cond_wait(&ptsc__g.cond, &ptsc__g.lock);
+    pthread_mutex_unlock(&ptsc__g.lock);
     if (ptsc__g.cfg.stats)
         ptsc__ctx_print_stats(stderr);
     ptsc__ctx_teardown();
     ptsc__lanes_free();
     ptsc__gpu_finalize();
     atomic_store_explicit(&ptsc__g.state, PTSC__STATE_DONE, memory_order_release);
+    /* Releasing the contexts may have recorded details of their own (a
+     * drained request); the call succeeded. */
+    ptsc__err_clear();
     if (ptsc__g.own_mpi) {
         int mrc = MPI_Finalize();
         if (mrc != MPI_SUCCESS)
@@ -210,7 +269,7 @@ int ptsc_finalize(void)
 int ptsc_initialized(int *flag)
 {
     if (!flag)
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_initialized: flag is NULL");
+        return ptsc__err_query(PTSC_ERR_ARG, "ptsc_initialized: flag is NULL");
     *flag = atomic_load(&ptsc__g.state) == PTSC__STATE_READY;
     return PTSC_OK;
 }
@@ -230,18 +289,18 @@ const char *ptsc_version_string(void) { return PTSC_VERSION_STRING; }
 
 int ptsc_rank(int *rank)
 {
-    int rc = ptsc__check_ready("ptsc_rank");
+    int rc = ptsc__check_ready_query("ptsc_rank");
     if (rc != PTSC_OK)
         return rc;
     if (!rank)
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_rank: rank is NULL");
+        return ptsc__err_query(PTSC_ERR_ARG, "ptsc_rank: rank is NULL");
     *rank = ptsc__g.rank;
     return PTSC_OK;
 }
 
 int ptsc_size(int *nranks, int *nthreads)
 {
-    int rc = ptsc__check_ready("ptsc_size");
+    int rc = ptsc__check_ready_query("ptsc_size");
     if (rc != PTSC_OK)
         return rc;
     if (nranks)
@@ -253,18 +312,18 @@ int ptsc_size(int *nranks, int *nthreads)
 
 int ptsc_tag_max(int *tag_max)
 {
-    int rc = ptsc__check_ready("ptsc_tag_max");
+    int rc = ptsc__check_ready_query("ptsc_tag_max");
     if (rc != PTSC_OK)
         return rc;
     if (!tag_max)
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_tag_max: tag_max is NULL");
+        return ptsc__err_query(PTSC_ERR_ARG, "ptsc_tag_max: tag_max is NULL");
     *tag_max = ptsc__g.tag_max;
     return PTSC_OK;
 }
 
 int ptsc_features(int *cuda, int *cuda_aware, int *staging)
 {
-    int rc = ptsc__check_ready("ptsc_features");
+    int rc = ptsc__check_ready_query("ptsc_features");
     if (rc != PTSC_OK)
         return rc;
     if (cuda)

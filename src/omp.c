@@ -44,6 +44,9 @@ int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg)
             trc = ptsc_omp_attach(&ctx);
             if (trc == PTSC_OK) {
                 trc = fn(ctx, arg);
+                /* Kept now: the detach below starts by clearing the detail. */
+                if (trc != PTSC_OK)
+                    snprintf(details[t], PTSC__DETAIL_LEN, "thread %d: %s", t, ptsc_last_error());
                 if (!was_attached) {
                     /* Requests the body left in flight are completed (or,
                      * receives nothing matched, cancelled) before the
@@ -61,7 +64,7 @@ int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg)
                         trc = drc;
                 }
             }
-            if (trc != PTSC_OK)
+            if (trc != PTSC_OK && details[t][0] == '\0')
                 snprintf(details[t], PTSC__DETAIL_LEN, "thread %d: %s", t, ptsc_last_error());
         }
         rcs[t] = trc;

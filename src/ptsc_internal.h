@@ -49,6 +49,11 @@ int ptsc__err_mpi(int mpi_rc, const char *what);
 void ptsc__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copy another thread's detail into the caller's (used by ptsc_omp_run). */
 void ptsc__err_set_detail(const char *detail);
+/* ptsc__err for queries (ptsc_rank, the ptsc_ctx_* getters, ...): the detail
+ * is left alone while it holds an unread failure of an operation. */
+int ptsc__err_query(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Empty the caller's detail; every operation starts with it. */
+void ptsc__err_clear(void);
 
 /* ------------------------------------------------------------------------ */
 /* config.c: the PTSC_* table                                                */
@@ -103,7 +108,15 @@ extern int ptsc__log_level;
 /* Shared state                                                              */
 /* ------------------------------------------------------------------------ */
 
-enum { PTSC__STATE_NONE = 0, PTSC__STATE_READY = 1, PTSC__STATE_DONE = 2 };
+/* NONE -> INIT -> READY -> FINALIZING -> DONE; a failed init goes back to NONE.
+ * INIT and FINALIZING are entered under ptsc__g.lock (init.c). */
+enum {
+    PTSC__STATE_NONE = 0,
+    PTSC__STATE_READY = 1,
+    PTSC__STATE_DONE = 2,
+    PTSC__STATE_INIT = 3,      /* one ptsc_init runs; others wait on ptsc__g.cond */
+    PTSC__STATE_FINALIZING = 4 /* ptsc_finalize runs: attach, detach and thread exit back off */
+};
 
 typedef struct ptsc__stagebuf ptsc__stagebuf_t;
 
@@ -164,7 +177,9 @@ typedef struct {
     int stage_host;       /* no device, PTSC_STAGING=always: host buffers exercise the ring */
     int recv_guard;       /* receives match first, so a truncation never reaches MPI (engine.c) */
     size_t direct_min;    /* CUDA-aware: device messages below this are staged */
-    pthread_mutex_t lock; /* guards slots[] and retired[] */
+    pthread_mutex_t lock; /* guards slots[], retired[], transit, and the INIT / FINALIZING transitions */
+    pthread_cond_t cond;  /* signalled when transit drops to 0 and when an init ends */
+    int transit;          /* contexts being attached or released by their own thread (context.c) */
     ptsc_ctx_t **slots;
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
     pthread_key_t key;
@@ -178,11 +193,15 @@ extern ptsc__global_t ptsc__g;
 typedef struct {
     ptsc_ctx_t *ctx;
     char detail[PTSC__DETAIL_LEN];
+    int unread; /* detail holds a failure of an operation that ptsc_last_error() has not returned */
 } ptsc__tls_t;
 ptsc__tls_t *ptsc__tls(void);
 
-/* PTSC_OK when initialised, else PTSC_ERR_NOT_INITIALIZED / PTSC_ERR_FINALIZED with detail. */
+/* PTSC_OK when initialised, else PTSC_ERR_NOT_INITIALIZED / PTSC_ERR_FINALIZED with detail.
+ * Operations start with it: it clears the caller's detail first. */
 int ptsc__check_ready(const char *call);
+/* The same for queries: the detail is neither cleared nor replaced while unread. */
+int ptsc__check_ready_query(const char *call);
 
 /* ------------------------------------------------------------------------ */
 /* context.c                                                                 */

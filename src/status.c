@@ -37,23 +37,68 @@ ptsc__tls_t *ptsc__tls(void)
     return &tls;
 }
 
-const char *ptsc_last_error(void) { return ptsc__tls()->detail; }
+/*
+ * The detail (include/ptsc.h, ptsc_last_error): an operation clears it when
+ * it starts (ptsc__check_ready, ptsc_init) and sets it when it fails, marking
+ * it unread; ptsc_last_error() marks it read. A failing query replaces it
+ * only when it is not an unread failure of an operation.
+ */
+const char *ptsc_last_error(void)
+{
+    ptsc__tls_t *t = ptsc__tls();
+    t->unread = 0;
+    return t->detail;
+}
+
+void ptsc__err_clear(void)
+{
+    ptsc__tls_t *t = ptsc__tls();
+    t->detail[0] = '\0';
+    t->unread = 0;
+}
 
 void ptsc__err_set_detail(const char *detail)
 {
-    char *d = ptsc__tls()->detail;
-    if (detail != d)
-        snprintf(d, PTSC__DETAIL_LEN, "%s", detail);
+    ptsc__tls_t *t = ptsc__tls();
+    if (detail != t->detail)
+        snprintf(t->detail, PTSC__DETAIL_LEN, "%s", detail);
+    t->unread = 1;
+}
+
+static int record(int status, int query, const char *fmt, va_list ap)
+{
+    ptsc__tls_t *t = ptsc__tls();
+    if (query && t->unread) {
+        /* Keep the operation's detail the program has not read yet. */
+        if (ptsc__log_level >= PTSC__LOG_DEBUG) {
+            char d[PTSC__DETAIL_LEN];
+            vsnprintf(d, sizeof d, fmt, ap);
+            ptsc__log(PTSC__LOG_DEBUG, "%s: %s (detail kept: \"%s\")", ptsc_status_name(status), d,
+                      t->detail);
+        }
+        return status;
+    }
+    vsnprintf(t->detail, PTSC__DETAIL_LEN, fmt, ap);
+    t->unread = !query;
+    ptsc__log(PTSC__LOG_DEBUG, "%s: %s", ptsc_status_name(status), t->detail);
+    return status;
 }
 
 int ptsc__err(int status, const char *fmt, ...)
 {
-    char *d = ptsc__tls()->detail;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d, PTSC__DETAIL_LEN, fmt, ap);
+    record(status, 0, fmt, ap);
     va_end(ap);
-    ptsc__log(PTSC__LOG_DEBUG, "%s: %s", ptsc_status_name(status), d);
+    return status;
+}
+
+int ptsc__err_query(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    record(status, 1, fmt, ap);
+    va_end(ap);
     return status;
 }
 
