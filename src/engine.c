@@ -478,6 +478,13 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
     piece_t *p = &r->pc[k];
     if (p->slot)
         return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit);
+    if (r->cls == PTSC_MEM_DEVICE && ptsc__g.ndevices > 0) {
+        /* A direct device receive whose message came beside the buffer (it
+         * did not fit): the scratch memory is freed next, so the copy
+         * completes first. */
+        int rc = ptsc__gpu_copy_async(r->user + off, data, fit, r->ctx->stream);
+        return rc == PTSC_OK ? ptsc__gpu_stream_sync(r->ctx->stream) : rc;
+    }
     memcpy(r->user + off, data, fit);
     return PTSC_OK;
 }
@@ -1078,14 +1085,17 @@ int ptsc__engine_cancel(struct ptsc_request *r)
 static int send_staged_now(ptsc_ctx_t *ctx, const void *buf, size_t bytes, ptsc_memclass_t cls, int rank,
                            int thread, int tag, const char *call, int *taken)
 {
+    /* The scope's sync (and capture check) first: taking a slot may
+     * allocate pinned memory, which would break a capture. */
     ptsc__slot_t *slot = NULL;
-    int rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &slot);
+    int rc = ptsc__sync_buffer(ctx, cls, 1, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &slot);
     *taken = rc != PTSC_OK || slot != NULL;
     if (!slot)
         return rc;
     int copied = 0;
-    if ((rc = ptsc__sync_buffer(ctx, cls, 1, call)) == PTSC_OK &&
-        (rc = ptsc__ring_copy(ctx, slot, slot->host, buf, bytes)) == PTSC_OK && (copied = 1) &&
+    if ((rc = ptsc__ring_copy(ctx, slot, slot->host, buf, bytes)) == PTSC_OK && (copied = 1) &&
         (rc = ptsc__ring_wait(slot)) == PTSC_OK) {
         ptsc__addr_t a;
         ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
