@@ -1,94 +1,147 @@
 /*
  * Buffer classes and their per-thread cache.
  *
- * cudaPointerGetAttributes costs 140-230 ns per call on an H200, more than
- * a stream sync's fixed cost, and programs send the same few buffers over
- * and over. Each thread therefore keeps a small direct-mapped cache keyed
- * by the exact pointer.
+ * cudaPointerGetAttributes costs 100-230 ns per call on an H200, more than
+ * a message's own overhead, and programs send the same buffers, or buffers
+ * at many offsets into the same allocations, over and over. Each thread
+ * therefore keeps two small direct-mapped tables:
  *
- * Why a stale entry is harmless: memory can be freed and its address
- * reused for another class at any time, and ptsc is not told. The cache
- * therefore stores only classes whose staleness can cost an extra sync or
- * an extra staging copy, never a missing one:
- *  - DEVICE and MANAGED: both need the sync and (on the staging path) are
- *    staged. Whatever the address holds later, a sync is merely extra and
- *    a staging copy still works, because copies use cudaMemcpyDefault,
- *    which reads and writes any kind of memory.
- *  - PINNED: needs the sync but is not staged. If the address later held
- *    device memory, a stale PINNED would hand a device pointer to an MPI
- *    that cannot read it; so PINNED is cached only when nothing is staged
- *    (CUDA-aware MPI reads any class). On the staging path pinned buffers
- *    are classified afresh each time.
- *  - HOST (pageable) is never cached: an address that becomes pinned
- *    (cudaHostRegister) or device memory must be seen at once.
+ *  - a range table keyed by 4 KiB block (address >> 12) for the classes
+ *    that need a sync: DEVICE and MANAGED, and PINNED when nothing is
+ *    staged. One entry covers every offset into its block, so a halo
+ *    exchange at many offsets into one allocation hits after one miss per
+ *    block it touches.
+ *  - an exact table keyed by address for pageable HOST answers, used only
+ *    with PTSC_MEM_CACHE=host (the fast mode below).
+ *
+ * The rule (docs/design.md, "Buffer classes"): a cached answer may be
+ * stale (memory is freed and its address reused, or host memory is pinned
+ * later, and ptsc is not told), so the default mode caches only answers
+ * whose staleness costs an extra sync or copy, never a missing one:
+ *  - DEVICE and MANAGED: both are synced and, on the staging path, staged.
+ *    Whatever the address holds later, a sync is merely extra and a staging
+ *    copy still works (copies use cudaMemcpyDefault, which reads and writes
+ *    any memory). A CUDA-aware MPI inspects the pointer itself.
+ *  - PINNED: synced, not staged. Were the address later device memory, a
+ *    stale PINNED would hand a device pointer to an MPI that cannot read
+ *    it; so PINNED is cached only when nothing is staged (MPI reads every
+ *    class). On the staging path pinned buffers are classified afresh.
+ *  - HOST: never cached by default. Its staleness is the dangerous kind:
+ *    cudaHostRegister pins memory in place, and a freed address may come
+ *    back from cudaMallocHost or cudaMallocManaged; a stale HOST answer
+ *    would skip the sync (and, for device memory, the staging) that the new
+ *    memory needs. Nothing tells ptsc of either without intercepting CUDA's
+ *    allocation calls (UCX does that, and a miss there means "host"; it
+ *    breaks for allocations its hooks do not see).
+ *
+ * Why a 4 KiB block is the range: the host maps memory in whole pages (4 KiB
+ * is the smallest page of the platforms ptsc runs on), and device and
+ * managed memory occupy reserved pages of the one unified address space, so
+ * a block holding device or managed memory holds no pageable memory. Pinned
+ * memory is tracked by CUDA per byte range, so a block holding a pinned
+ * buffer may also hold pageable bytes: those then count as PINNED, which
+ * only adds a sync. Every error of this rule is towards a sync.
+ *
+ * PTSC_MEM_CACHE=host also caches HOST, for exact addresses only (a block
+ * may hold a registered range beside pageable bytes, so a block-wide HOST
+ * entry could hide pinned memory that never changed). The program then
+ * promises to call ptsc_mem_forget after it registers or allocates CUDA
+ * memory (cudaHostRegister, cudaMallocHost, cudaHostAlloc, cudaMallocManaged,
+ * cudaMalloc) at a time when it may have passed pageable buffers to ptsc.
+ * PTSC_MEM_CACHE=off asks CUDA on every call.
+ *
  * ptsc_mem_forget drops every entry of every thread by bumping a global
- * epoch that entries are tagged with; it is optional.
- *
- * The cache is a static _Thread_local array private to this file rather
- * than a field of ptsc__tls_t: nothing else reads it, and it keeps 4 KiB
- * out of the shared thread-local block.
+ * 64-bit epoch that entries are tagged with (it cannot wrap back onto an
+ * old entry). The tables are a static _Thread_local private to this file:
+ * nothing else reads them.
  */
 #include "ptsc_internal.h"
 
 #include <stdint.h>
 
-#define PTSC__MEMCACHE_BITS 8
-#define PTSC__MEMCACHE_SIZE (1u << PTSC__MEMCACHE_BITS)
-
-typedef struct {
-    const void *p;  /* exact pointer; NULL: empty (NULL is never looked up) */
-    unsigned epoch; /* ptsc__g.mem_epoch when stored */
-    int cls;        /* ptsc_memclass_t */
-} ptsc__memcache_entry_t;
-
-static _Thread_local ptsc__memcache_entry_t ptsc__memcache[PTSC__MEMCACHE_SIZE];
+static _Thread_local ptsc__memcache_t ptsc__memcache;
 
 /* Fibonacci hashing: buffers are often aligned to large powers of two, so
  * the low bits alone would put them all in a few slots. */
-static inline unsigned ptsc__memcache_slot(const void *p)
+static inline unsigned memcache_slot(uintptr_t key)
 {
-    uint64_t x = (uint64_t)(uintptr_t)p * UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t x = (uint64_t)key * UINT64_C(0x9E3779B97F4A7C15);
     return (unsigned)(x >> (64 - PTSC__MEMCACHE_BITS));
 }
 
-/* Whether a class may be cached on this process's transfer path (see above). */
-static inline int ptsc__memcache_keeps(ptsc_memclass_t c)
+int ptsc__memcache_rule(int mode, int staging, ptsc_memclass_t c)
 {
-    return c == PTSC_MEM_DEVICE || c == PTSC_MEM_MANAGED || (c == PTSC_MEM_PINNED && !ptsc__g.staging);
+    if (mode == PTSC__MEMCACHE_OFF)
+        return PTSC__MEMKEEP_NONE;
+    switch (c) {
+    case PTSC_MEM_DEVICE:
+    case PTSC_MEM_MANAGED:
+        return PTSC__MEMKEEP_BLOCK;
+    case PTSC_MEM_PINNED:
+        return staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK;
+    default:
+        return mode == PTSC__MEMCACHE_HOST ? PTSC__MEMKEEP_EXACT : PTSC__MEMKEEP_NONE;
+    }
+}
+
+int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode,
+                          ptsc_memclass_t *cls)
+{
+    uintptr_t a = (uintptr_t)p, block = a >> PTSC__MEMCACHE_BLOCK_SHIFT;
+    const ptsc__memcache_entry_t *e = &mc->block[memcache_slot(block)];
+    /* Block entries first: they only ever say "needs a sync", so where both
+     * tables answer (an address reused since), the safer answer wins. */
+    if (e->key == block && e->epoch == epoch) {
+        *cls = (ptsc_memclass_t)e->cls;
+        return 1;
+    }
+    if (mode == PTSC__MEMCACHE_HOST) {
+        e = &mc->exact[memcache_slot(a)];
+        if (e->key == a && e->epoch == epoch) {
+            *cls = (ptsc_memclass_t)e->cls;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void ptsc__memcache_store(ptsc__memcache_t *mc, const void *p, uint64_t epoch, int rule, ptsc_memclass_t cls)
+{
+    uintptr_t a = (uintptr_t)p;
+    ptsc__memcache_entry_t *e;
+    if (rule == PTSC__MEMKEEP_BLOCK) {
+        a >>= PTSC__MEMCACHE_BLOCK_SHIFT;
+        e = &mc->block[memcache_slot(a)];
+    } else if (rule == PTSC__MEMKEEP_EXACT) {
+        e = &mc->exact[memcache_slot(a)];
+    } else {
+        return;
+    }
+    e->key = a;
+    e->epoch = epoch;
+    e->cls = (int)cls;
 }
 
 int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls)
 {
-    ptsc__memcache_entry_t *e;
-    ptsc_memclass_t c;
-    unsigned epoch;
-    int rc;
-
     /* Host-only run: no device memory can exist, and no CUDA call is made. */
     if (ptsc__g.ndevices == 0 || p == NULL) {
         *cls = PTSC_MEM_HOST;
         return PTSC_OK;
     }
+    const int mode = ptsc__g.cfg.mem_cache;
     /* Relaxed is enough: a thread ordered after ptsc_mem_forget (by a
-     * barrier, a lock, a message) sees the new epoch by coherence; an
-     * unordered one may hit an old entry, which is harmless (see above). */
-    epoch = atomic_load_explicit(&ptsc__g.mem_epoch, memory_order_relaxed);
-    e = &ptsc__memcache[ptsc__memcache_slot(p)];
-    if (e->p == p && e->epoch == epoch) {
-        *cls = (ptsc_memclass_t)e->cls;
+     * barrier, a lock, a message) reads the new epoch or a later one
+     * (coherence); an unordered one may still hit an old entry, which the
+     * rule above allows (and PTSC_MEM_CACHE=host orders by contract). */
+    uint64_t epoch = atomic_load_explicit(&ptsc__g.mem_epoch, memory_order_relaxed);
+    if (ptsc__memcache_lookup(&ptsc__memcache, p, epoch, mode, cls))
         return PTSC_OK;
-    }
-    rc = ptsc__gpu_classify(p, &c);
+    ptsc_memclass_t c;
+    int rc = ptsc__gpu_classify(p, &c);
     if (rc != PTSC_OK)
         return rc;
-    if (ptsc__memcache_keeps(c)) {
-        e->p = p;
-        e->epoch = epoch;
-        e->cls = (int)c;
-    } else if (e->p == p) {
-        /* The address changed class to one that is not kept: drop it. */
-        e->p = NULL;
-    }
+    ptsc__memcache_store(&ptsc__memcache, p, epoch, ptsc__memcache_rule(mode, ptsc__g.staging, c), c);
     *cls = c;
     return PTSC_OK;
 }

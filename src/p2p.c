@@ -11,6 +11,44 @@
 /* Argument checks                                                           */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * The size of the predefined datatypes programs send most, without a call
+ * into MPI on every message; 0 for any other type (derived types are asked:
+ * their handles may be freed and reused for another type). The MPI standard
+ * binds each of these to its C type (MPI_BYTE is one byte), and every one is
+ * contiguous with lower bound 0, so ptsc__type_is_contiguous may say yes at
+ * once too. The unit tests compare each size with MPI_Type_size_x.
+ */
+static MPI_Count predefined_size(MPI_Datatype t)
+{
+    if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_SIGNED_CHAR || t == MPI_INT8_T ||
+        t == MPI_UINT8_T)
+        return 1;
+    if (t == MPI_DOUBLE)
+        return (MPI_Count)sizeof(double);
+    if (t == MPI_FLOAT)
+        return (MPI_Count)sizeof(float);
+    if (t == MPI_INT)
+        return (MPI_Count)sizeof(int);
+    if (t == MPI_UNSIGNED)
+        return (MPI_Count)sizeof(unsigned);
+    if (t == MPI_LONG)
+        return (MPI_Count)sizeof(long);
+    if (t == MPI_UNSIGNED_LONG)
+        return (MPI_Count)sizeof(unsigned long);
+    if (t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT)
+        return (MPI_Count)sizeof(long long);
+    if (t == MPI_UNSIGNED_LONG_LONG)
+        return (MPI_Count)sizeof(unsigned long long);
+    if (t == MPI_SHORT)
+        return (MPI_Count)sizeof(short);
+    if (t == MPI_INT32_T || t == MPI_UINT32_T)
+        return 4;
+    if (t == MPI_INT64_T || t == MPI_UINT64_T)
+        return 8;
+    return 0;
+}
+
 int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes)
 {
     if (count < 0)
@@ -19,8 +57,8 @@ int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *c
         return ptsc__err(PTSC_ERR_ARG, "%s: datatype is MPI_DATATYPE_NULL", call);
     if (!buf && count > 0)
         return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: buffer is NULL with count %d", call, count);
-    MPI_Count size = 0;
-    if (MPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0)
+    MPI_Count size = predefined_size(type);
+    if (size == 0 && (MPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0))
         return ptsc__err(PTSC_ERR_ARG, "%s: datatype is not a committed MPI datatype", call);
     if (count > 0 && (uint64_t)size > SIZE_MAX / (uint64_t)count)
         return ptsc__err(PTSC_ERR_COUNT, "%s: %d elements of %lld bytes overflow a size_t", call, count,
@@ -32,6 +70,8 @@ int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *c
 int ptsc__type_is_contiguous(MPI_Datatype type)
 {
     MPI_Count size, lb, extent, tlb, textent;
+    if (predefined_size(type) > 0)
+        return 1;
     if (MPI_Type_size_x(type, &size) != MPI_SUCCESS ||
         MPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
         MPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS)
@@ -74,17 +114,32 @@ static int start_check(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatyp
     return rc;
 }
 
-static int check_req(ptsc_request_t *req, const char *call)
+/* A request argument, once ptsc is known to be ready: non-NULL pointer, and
+ * a request (if any) of the calling thread. */
+static int check_req_owner(ptsc_request_t *req, const char *call)
 {
-    int rc = ptsc__check_ready(call);
-    if (rc != PTSC_OK)
-        return rc;
     if (!req)
         return ptsc__err(PTSC_ERR_ARG, "%s: request pointer is NULL", call);
     if (*req && !pthread_equal(ptsc__request_ctx(*req)->owner, pthread_self()))
         return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: request started by thread index %d", call,
                          ptsc__request_ctx(*req)->index);
     return PTSC_OK;
+}
+
+static int check_req(ptsc_request_t *req, const char *call)
+{
+    int rc = ptsc__check_ready(call);
+    return rc != PTSC_OK ? rc : check_req_owner(req, call);
+}
+
+/* Complete a checked request and reset the handle. */
+static int wait_checked(ptsc_request_t *req, ptsc_info_t *info)
+{
+    if (!*req)
+        return PTSC_OK;
+    int rc = ptsc__engine_wait(*req, info);
+    *req = PTSC_REQUEST_NULL;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -144,9 +199,12 @@ int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype st
 {
     const char *call = "ptsc_sendrecv";
     size_t sbytes = 0, rbytes = 0;
+    /* The context is resolved (ready, owner) once for both halves. */
     int rc = start_check(&ctx, rbuf, rcount, rtype, src_rank, src_thread, rtag, 1, call, &rbytes);
     if (rc == PTSC_OK)
-        rc = start_check(&ctx, sbuf, scount, stype, dest_rank, dest_thread, stag, 0, call, &sbytes);
+        rc = ptsc__check_buf(sbuf, scount, stype, call, &sbytes);
+    if (rc == PTSC_OK)
+        rc = check_peer(dest_rank, dest_thread, stag, 0, call);
     if (rc != PTSC_OK)
         return rc;
     ptsc_request_t r[2] = {PTSC_REQUEST_NULL, PTSC_REQUEST_NULL};
@@ -171,11 +229,7 @@ int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype st
 int ptsc_wait_info(ptsc_request_t *req, ptsc_info_t *info)
 {
     int rc = check_req(req, "ptsc_wait");
-    if (rc != PTSC_OK || !*req)
-        return rc;
-    rc = ptsc__engine_wait(*req, info);
-    *req = PTSC_REQUEST_NULL;
-    return rc;
+    return rc != PTSC_OK ? rc : wait_checked(req, info);
 }
 
 int ptsc_wait(ptsc_request_t *req) { return ptsc_wait_info(req, NULL); }
@@ -210,14 +264,14 @@ int ptsc_waitall(int n, ptsc_request_t reqs[])
         return ptsc__err(PTSC_ERR_ARG, "ptsc_waitall: %s",
                          n < 0 ? "negative count" : "request array is NULL");
     for (int i = 0; i < n; i++)
-        if ((rc = check_req(&reqs[i], "ptsc_waitall")) != PTSC_OK)
+        if ((rc = check_req_owner(&reqs[i], "ptsc_waitall")) != PTSC_OK)
             return rc;
     /* Waiting on one request progresses all of the thread's requests, so the
      * order cannot deadlock; every request completes even after an error. */
     int first = PTSC_OK;
     char detail[PTSC__DETAIL_LEN] = "";
     for (int i = 0; i < n; i++) {
-        rc = ptsc_wait(&reqs[i]);
+        rc = wait_checked(&reqs[i], NULL);
         if (rc != PTSC_OK && first == PTSC_OK) {
             first = rc;
             snprintf(detail, sizeof detail, "ptsc_waitall: request %d: %s", i, ptsc_last_error());

@@ -64,6 +64,8 @@ enum { PTSC__COMM_DUP = 0, PTSC__COMM_SHARED };
 enum { PTSC__MAP_RANK = 0, PTSC__MAP_THREAD, PTSC__MAP_LIST };
 enum { PTSC__TRI_AUTO = 0, PTSC__TRI_YES, PTSC__TRI_NO };
 enum { PTSC__STAGING_AUTO = 0, PTSC__STAGING_ALWAYS, PTSC__STAGING_NEVER };
+/* PTSC_MEM_CACHE (memory.c): what the per-thread class cache may keep. */
+enum { PTSC__MEMCACHE_SAFE = 0, PTSC__MEMCACHE_HOST, PTSC__MEMCACHE_OFF };
 
 typedef struct {
     int sync_scope;  /* ptsc_scope_t */
@@ -80,6 +82,7 @@ typedef struct {
     int staging_depth; /* slots per staging ring */
     size_t direct_min; /* PTSC__SIZE_AUTO: auto */
     int recv_guard;    /* PTSC__TRI_* */
+    int mem_cache;     /* PTSC__MEMCACHE_* */
     int log;           /* PTSC__LOG_* */
     int stats;
     int print_config;
@@ -183,8 +186,8 @@ typedef struct {
     ptsc_ctx_t **slots;
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
     pthread_key_t key;
-    atomic_uint mem_epoch; /* bumped by ptsc_mem_forget */
-    atomic_ulong devmask;  /* bit d: some context of this rank was bound to device d (< 64) */
+    atomic_ullong mem_epoch; /* bumped by ptsc_mem_forget; 64 bits never wrap onto an old entry */
+    atomic_ulong devmask;    /* bit d: some context of this rank was bound to device d (< 64) */
 } ptsc__global_t;
 
 extern ptsc__global_t ptsc__g;
@@ -281,6 +284,30 @@ void ptsc__sync_ctx_release(ptsc_ctx_t *ctx);
 
 /* Classify with the per-thread cache; always PTSC_MEM_HOST without a GPU. */
 int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls);
+
+/* The class cache as pure functions over one thread's tables (memory.c
+ * explains the rule; unit-tested on machines without a GPU). */
+#define PTSC__MEMCACHE_BITS 8
+#define PTSC__MEMCACHE_SIZE (1u << PTSC__MEMCACHE_BITS)
+#define PTSC__MEMCACHE_BLOCK_SHIFT 12 /* 4 KiB, the smallest host page */
+typedef struct {
+    uintptr_t key;  /* block number or exact address; with epoch 0 the entry is empty */
+    uint64_t epoch; /* ptsc__g.mem_epoch when stored (init sets it to 1) */
+    int cls;        /* ptsc_memclass_t */
+} ptsc__memcache_entry_t;
+typedef struct {
+    ptsc__memcache_entry_t block[PTSC__MEMCACHE_SIZE]; /* DEVICE, MANAGED, PINNED: per 4 KiB block */
+    ptsc__memcache_entry_t exact[PTSC__MEMCACHE_SIZE]; /* HOST (PTSC_MEM_CACHE=host): per address */
+} ptsc__memcache_t;
+/* How an answer of class `c` may be kept under PTSC_MEM_CACHE `mode`, with
+ * staging on or off: not at all, for its 4 KiB block, or for its exact address. */
+enum { PTSC__MEMKEEP_NONE = 0, PTSC__MEMKEEP_BLOCK, PTSC__MEMKEEP_EXACT };
+int ptsc__memcache_rule(int mode, int staging, ptsc_memclass_t c);
+/* 1 and *cls when `p` has an entry of `epoch`; block entries win over exact ones. */
+int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode,
+                          ptsc_memclass_t *cls);
+/* Keep class `cls` of `p` as `rule` (PTSC__MEMKEEP_*) says. */
+void ptsc__memcache_store(ptsc__memcache_t *mc, const void *p, uint64_t epoch, int rule, ptsc_memclass_t cls);
 /* 1 when a buffer of this class must be synchronised before MPI. */
 static inline int ptsc__mem_needs_sync(ptsc_memclass_t c) { return c != PTSC_MEM_HOST; }
 /* 1 when MPI cannot read this class directly and it must be staged. */
