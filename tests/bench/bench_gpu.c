@@ -78,6 +78,17 @@ int bench_gpu_memcpy(void *dst, const void *src, size_t bytes)
     return cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
+int bench_gpu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
+                      "cudaMemcpyAsync");
+}
+
+int bench_gpu_stream_sync(void *stream)
+{
+    return cuda_check(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+}
+
 int bench_gpu_device_sync(void) { return cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 int bench_gpu_pointer_attr(const void *p, int *type)
@@ -109,6 +120,11 @@ int bench_gpu_memcpy(void *dst, const void *src, size_t bytes)
 {
     return (void)dst, (void)src, (void)bytes, PTSC_ERR_NO_DEVICE;
 }
+int bench_gpu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+    return (void)dst, (void)src, (void)bytes, (void)stream, PTSC_ERR_NO_DEVICE;
+}
+int bench_gpu_stream_sync(void *stream) { return (void)stream, PTSC_ERR_NO_DEVICE; }
 int bench_gpu_device_sync(void) { return PTSC_ERR_NO_DEVICE; }
 int bench_gpu_spin(long long ns, void *stream) { return (void)ns, (void)stream, PTSC_ERR_NO_DEVICE; }
 int bench_gpu_pointer_attr(const void *p, int *type) { return (void)p, (void)type, PTSC_ERR_NO_DEVICE; }

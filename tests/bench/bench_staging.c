@@ -7,10 +7,18 @@
  *   staged  ptsc copies through the per-thread staging ring, pipelined in
  *           chunks of PTSC_STAGING_CHUNK (several chunk sizes);
  *   manual  what a program does by hand: cudaMemcpy to pinned memory, then
- *           MPI_Send (and MPI_Recv, then cudaMemcpy back).
+ *           MPI_Send (and MPI_Recv, then cudaMemcpy back);
+ *   stream  the same by hand the way ptsc's staged path does it: the copy
+ *           on the thread's stream and a stream sync before MPI_Send; the
+ *           receive matched first (MPI_Mprobe + MPI_Mrecv) and the copy back
+ *           queued on the stream. ptsc's staged path against this column is
+ *           ptsc's own cost; against manual, the cost of the mechanism.
  * A ping-pong between thread 0 of rank 0 and rank 1, for 4 KiB .. 64 MiB;
  * reported in GB/s (2 x bytes per round trip) with ratios to manual, and
- * auto against the better of manual and direct.
+ * auto against the better of manual and direct. Every column is measured
+ * in ROUNDS interleaved rounds (manual, stream, direct, auto, staged, then
+ * again) and reported as its median, so that drift of the machine during
+ * the run does not land on one column.
  *
  * Then: how long ptsc_isend of a device buffer takes to return while a
  * 10 ms kernel is still running on the thread's stream (it must not wait
@@ -119,12 +127,15 @@ static double pingpong_ptsc(bench_t *b, size_t bytes, int reps)
     return bench_now() - t0;
 }
 
-/* The same round trips by hand: cudaMemcpy + MPI on pinned memory (or plain
- * MPI on the host buffer without a GPU). */
-static double pingpong_manual(bench_t *b, size_t bytes, int reps)
+/* The same round trips by hand on pinned memory (or plain MPI on the host
+ * buffer without a GPU): cudaMemcpy + MPI_Send / MPI_Recv + cudaMemcpy, or
+ * (`on_stream`) the copies on the thread's stream with a matched receive,
+ * as ptsc stages. */
+static double pingpong_manual(bench_t *b, size_t bytes, int reps, int on_stream)
 {
     const int n = (int)bytes, peer = 1 - b->rank;
-    void *wire = b->gpu ? b->host : b->dev;
+    void *wire = b->gpu ? b->host : b->dev, *stream = NULL;
+    BENCH_CHECK(ptsc_ctx_stream(b->ctx, &stream));
     double t0 = 0;
     for (int r = -2; r < reps; r++) {
         if (r == 0) {
@@ -133,9 +144,20 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps)
         }
         for (int leg = 0; leg < 2; leg++) {
             if ((leg == 0) == (b->rank == 0)) {
-                if (b->gpu)
+                if (b->gpu && on_stream) {
+                    BENCH_CHECK(bench_gpu_copy_async(b->host, b->dev, bytes, stream));
+                    BENCH_CHECK(bench_gpu_stream_sync(stream));
+                } else if (b->gpu) {
                     BENCH_CHECK(bench_gpu_memcpy(b->host, b->dev, bytes));
+                }
                 MPI_Send(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
+            } else if (on_stream) {
+                MPI_Message m;
+                MPI_Status st;
+                MPI_Mprobe(peer, 7, MPI_COMM_WORLD, &m, &st);
+                MPI_Mrecv(wire, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+                if (b->gpu) /* the next copy on the stream is ordered after it */
+                    BENCH_CHECK(bench_gpu_copy_async(b->dev, b->host, bytes, stream));
             } else {
                 MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 if (b->gpu)
@@ -143,7 +165,24 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps)
             }
         }
     }
+    if (b->gpu && on_stream)
+        BENCH_CHECK(bench_gpu_stream_sync(stream));
     return bench_now() - t0;
+}
+
+#define ROUNDS 5
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of n values (sorts them). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static double gbps(size_t bytes, int reps, double sec)
@@ -234,32 +273,49 @@ int main(int argc, char **argv)
                    "PTSC_CUDA_AWARE=yes only if it really is.\n\n",
                    ptsc__mpi_cuda_support());
         if (b.gpu) {
-            printf("| size | manual (cudaMemcpy + MPI) | direct | auto (staged below %s) |",
-                   bench_size_text(auto_dmin, cs, sizeof cs));
+            printf(
+                "Median of %d interleaved rounds per column.\n\n| size | manual (cudaMemcpy + MPI) | stream "
+                "(by hand as ptsc stages) | direct | auto (staged below %s) |",
+                b.quick ? 1 : ROUNDS, bench_size_text(auto_dmin, cs, sizeof cs));
             for (int c = 0; c < nchunks; c++)
                 printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
-            printf(" best staged / manual | direct / manual | auto / max(manual, direct) "
-                   "|\n|---:|---:|---:|---:|");
+            printf(
+                " best staged / manual | best staged / stream | direct / manual | auto / max(manual, direct) "
+                "|\n|---:|---:|---:|---:|---:|");
             for (int c = 0; c < nchunks; c++)
                 printf("---:|");
-            printf("---:|---:|---:|\n");
+            printf("---:|---:|---:|---:|\n");
         } else {
             printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
         }
     }
 
+    /* Columns: 0 manual, 1 stream, 2 direct, 3 auto, 4.. staged per chunk. */
+    enum { C_MANUAL, C_STREAM, C_DIRECT, C_AUTO, C_STAGED };
+    const int rounds = b.quick ? 1 : ROUNDS;
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
-        const int reps = reps_for(bytes, b.quick);
-        double manual = gbps(bytes, reps, pingpong_manual(&b, bytes, reps));
-        double direct = 0, adaptive = 0;
-        if (direct_ok) {
-            set_path(&b, 0, saved_chunk, 0);
-            direct = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
-            if (b.gpu) {
-                set_path(&b, 0, saved_chunk, auto_dmin < saved_chunk ? auto_dmin : saved_chunk);
-                adaptive = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+        const int reps = (reps_for(bytes, b.quick) + rounds - 1) / rounds;
+        double v[C_STAGED + MAXCHUNKS][ROUNDS] = {{0}}, col[C_STAGED + MAXCHUNKS] = {0};
+        for (int k = 0; k < rounds; k++) {
+            v[C_MANUAL][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, 0));
+            if (b.gpu)
+                v[C_STREAM][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, 1));
+            if (direct_ok) {
+                set_path(&b, 0, saved_chunk, 0);
+                v[C_DIRECT][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+                if (b.gpu) {
+                    set_path(&b, 0, saved_chunk, auto_dmin < saved_chunk ? auto_dmin : saved_chunk);
+                    v[C_AUTO][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
+                }
+            }
+            for (int c = 0; b.gpu && c < nchunks; c++) {
+                set_path(&b, 1, chunks[c], 0);
+                v[C_STAGED + c][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
             }
         }
+        for (int c = 0; c < C_STAGED + nchunks; c++)
+            col[c] = median(v[c], rounds);
+        double manual = col[C_MANUAL], direct = col[C_DIRECT];
         if (!b.gpu) {
             if (b.rank == 0)
                 printf("| %s | %.3f | %.3f | %.2f |\n", bench_size_text(bytes, sz, sizeof sz), manual, direct,
@@ -267,29 +323,26 @@ int main(int argc, char **argv)
             fflush(stdout);
             continue;
         }
-        double staged[MAXCHUNKS], best = 0;
-        for (int c = 0; c < nchunks; c++) {
-            set_path(&b, 1, chunks[c], 0);
-            staged[c] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
-            best = staged[c] > best ? staged[c] : best;
-        }
+        double best = 0;
+        for (int c = 0; c < nchunks; c++)
+            best = col[C_STAGED + c] > best ? col[C_STAGED + c] : best;
         if (b.rank == 0) {
-            printf("| %s | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual);
+            printf("| %s | %.2f | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual, col[C_STREAM]);
             if (direct_ok)
-                printf("%.2f | %.2f |", direct, adaptive);
+                printf("%.2f | %.2f |", direct, col[C_AUTO]);
             else
                 printf("skipped | skipped |");
             for (int c = 0; c < nchunks; c++)
-                printf(" %.2f |", staged[c]);
-            printf(" %.2f |", best / manual);
+                printf(" %.2f |", col[C_STAGED + c]);
+            printf(" %.2f | %.2f |", best / manual, best / col[C_STREAM]);
             if (direct_ok)
-                printf(" %.2f | %.2f |\n", direct / manual, adaptive / (direct > manual ? direct : manual));
+                printf(" %.2f | %.2f |\n", direct / manual,
+                       col[C_AUTO] / (direct > manual ? direct : manual));
             else
                 printf(" - | - |\n");
             fflush(stdout);
         }
     }
-
     if (b.gpu) {
         static const size_t isz[] = {(size_t)64 << 10, (size_t)4 << 20};
         if (b.rank == 0)

@@ -59,6 +59,8 @@ void bench_gpu_free_pinned(void *p);
 /* Queue roughly `work` units of GPU work writing `buf` on `stream`. */
 int bench_gpu_work(float *buf, size_t n, int work, void *stream);
 int bench_gpu_memcpy(void *dst, const void *src, size_t bytes);
+int bench_gpu_copy_async(void *dst, const void *src, size_t bytes, void *stream);
+int bench_gpu_stream_sync(void *stream);
 /* A kernel that keeps `stream` busy for `ns` nanoseconds (needs nvcc). */
 int bench_gpu_spin(long long ns, void *stream);
 int bench_gpu_device_sync(void);
