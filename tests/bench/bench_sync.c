@@ -14,6 +14,12 @@
  *   cudaEventRecord(bound) + EventQuery     the race check (PTSC_SYNC_CHECK)
  *   cudaStreamSynchronize(cudaStreamLegacy) the global scope
  *   cudaDeviceSynchronize                   the device scope
+ *   cudaStreamIsCapturing(bound)            the capture check ptsc makes first
+ *   IsCapturing + EventRecord + EventSynchronize   the thread scope by hand,
+ *                                           with the check: what ptsc_sync
+ *                                           (thread) should cost
+ *   clock_gettime x 2                       what timing a sync costs
+ *                                           (ptsc does it with PTSC_STATS=1)
  *   ptsc_sync(ctx, thread / global / device / none)   the same through ptsc
  *
  * The bound stream is the context's (PTSC_STREAM; run_bench runs it with
@@ -40,6 +46,9 @@ enum {
     F_EVENT_QUERY,
     F_LEGACY_SYNC,
     F_DEVICE_SYNC,
+    F_CAPTURE_QUERY,
+    F_CHECKED_EVENT_SYNC,
+    F_CLOCK_PAIR,
     F_PTSC_THREAD,
     F_PTSC_GLOBAL,
     F_PTSC_DEVICE,
@@ -53,6 +62,9 @@ static const char *const form_name[NFORMS] = {
     "`cudaEventRecord(ev, bound)` + `cudaEventQuery(ev)` (race check)",
     "`cudaStreamSynchronize(cudaStreamLegacy)` (global scope)",
     "`cudaDeviceSynchronize()` (device scope)",
+    "`cudaStreamIsCapturing(bound)` (the capture check)",
+    "`cudaStreamIsCapturing` + `cudaEventRecord` + `cudaEventSynchronize` (thread scope by hand, checked)",
+    "`clock_gettime` x 2 (sync timing, only with PTSC_STATS=1)",
     "`ptsc_sync(ctx, PTSC_SCOPE_THREAD)`",
     "`ptsc_sync(ctx, PTSC_SCOPE_GLOBAL)`",
     "`ptsc_sync(ctx, PTSC_SCOPE_DEVICE)`",
@@ -91,6 +103,12 @@ static int one(const setup_t *s, int f)
     case F_PTSC_NONE:
         BENCH_CHECK(ptsc_sync(s->ctx, PTSC_SCOPE_NONE));
         return 1;
+    case F_CLOCK_PAIR: {
+        static volatile double sink;
+        sink = bench_now() - bench_now();
+        (void)sink;
+        return 1;
+    }
     default:
         break;
     }
@@ -100,7 +118,18 @@ static int one(const setup_t *s, int f)
     cudaStream_t st = (cudaStream_t)s->stream;
     cudaEvent_t ev = (cudaEvent_t)s->event;
     cudaError_t q;
+    enum cudaStreamCaptureStatus cs;
     switch (f) {
+    case F_CAPTURE_QUERY:
+        cuda_ok(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
+        break;
+    case F_CHECKED_EVENT_SYNC:
+        cuda_ok(cudaStreamIsCapturing(st, &cs), "cudaStreamIsCapturing");
+        if (cs == cudaStreamCaptureStatusNone) {
+            cuda_ok(cudaEventRecord(ev, st), "cudaEventRecord");
+            cuda_ok(cudaEventSynchronize(ev), "cudaEventSynchronize");
+        }
+        break;
     case F_STREAM_SYNC:
         cuda_ok(cudaStreamSynchronize(st), "cudaStreamSynchronize(bound)");
         break;
@@ -141,6 +170,13 @@ static double ns_per_call(const setup_t *s, int f, long calls)
         best = best < 0 || ns < best ? ns : best;
     }
     return best;
+}
+
+/* Whether ptsc times its syncs in this run (PTSC_STATS set to a true value). */
+static int stats_on(void)
+{
+    const char *v = getenv("PTSC_STATS");
+    return v && (!strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "on") || !strcmp(v, "true"));
 }
 
 static const char *kind_text(void *stream)
@@ -193,9 +229,11 @@ int main(int argc, char **argv)
     if (rank == 0) {
         printf("## bench_sync: cost of one scope sync on an idle GPU\n\n");
         if (gpu)
-            printf("Bound stream: %s. %ld calls per batch, best of %d batches; ratio to "
-                   "`cudaStreamSynchronize(bound)`.\n\n",
-                   kind_text(s.stream), calls, BATCHES);
+            printf(
+                "Bound stream: %s. PTSC_STATS=%s (sync timing %s). %ld calls per batch, best of %d batches; "
+                "ratio to `cudaStreamSynchronize(bound)`.\n\n",
+                kind_text(s.stream), getenv("PTSC_STATS") ? getenv("PTSC_STATS") : "0",
+                stats_on() ? "on" : "off", calls, BATCHES);
         else
             printf("No CUDA device (or CUDA not built): only ptsc_sync, a no-op on host-only runs, is "
                    "measured (%ld calls per batch, best of %d).\n\n",
