@@ -95,7 +95,7 @@ typedef enum {
 /** Per-thread counters (also printed at finalize with PTSC_STATS=1). */
 typedef struct {
     uint64_t syncs;         /**< Synchronisations performed. */
-    uint64_t sync_ns;       /**< Wall time spent in them, nanoseconds. */
+    uint64_t sync_ns;       /**< Wall time spent in them, nanoseconds (0 unless PTSC_STATS=1). */
     uint64_t skipped_syncs; /**< Buffers that needed no sync (pageable host). */
     uint64_t sends;         /**< Messages sent (point-to-point). */
     uint64_t recvs;         /**< Messages received (point-to-point). */
@@ -315,9 +315,13 @@ PTSC_API int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope);
 PTSC_API int ptsc_mem_class(const void *ptr, ptsc_memclass_t *cls);
 
 /**
- * Drop every cached classification, in every thread. Optional: a stale
- * entry can only cause an extra sync, never a missing one, because only
- * classes that need a sync are cached. Any thread.
+ * Drop every cached classification, in every thread. Any thread.
+ * Under the default PTSC_MEM_CACHE=safe it is optional: only classes whose
+ * staleness can cost an extra sync or copy, never a missing one, are cached.
+ * Under PTSC_MEM_CACHE=host (pageable answers cached too) the program must
+ * call it after it registers host memory or allocates or frees CUDA memory
+ * while it communicates; otherwise a sync can be missed, or a device pointer
+ * handed to an MPI that is not CUDA-aware.
  */
 PTSC_API int ptsc_mem_forget(void);
 
