@@ -16,7 +16,9 @@
 # runs (about 450 s together; the builds still run). One call of at most ten
 # minutes fits the suite with benchmarks and sanitizer off, or the benchmarks
 # and sanitizer with ctest off. PTSC_GPU_CTEST_LABEL=gpu runs only the tests
-# of that ctest label.
+# of that ctest label. PTSC_GPU_BUILDS="sys" or "cuda" runs one build
+# (default both), so that the whole suite of each fits a call;
+# PTSC_GPU_DIFF_OPS (default 600) sets the length of the mpi_diff schedules.
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -44,7 +46,10 @@ GPU_CTEST=${PTSC_GPU_CTEST:-1}
 GPU_BENCH=${PTSC_GPU_BENCH:-1}
 GPU_SANITIZER=${PTSC_GPU_SANITIZER:-1}
 GPU_LABEL=${PTSC_GPU_CTEST_LABEL:-}
-unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL
+GPU_BUILDS=${PTSC_GPU_BUILDS:-sys cuda}
+GPU_DIFF_OPS=${PTSC_GPU_DIFF_OPS:-600}
+unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS
+want() { case " $GPU_BUILDS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # row STEP STATUS DETAIL SECONDS
 row() { ROWS+=("| $1 | $2 | $3 | $4 |"); [ "$2" = "PASS" ] || [ "$2" = "SKIP" ] || FAILED=1; }
@@ -83,7 +88,7 @@ build_and_test() {
   local tag=$1 dir=$2
   shift 2
   run_step "$tag-configure" 180 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTSC_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 "$@"
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DPTSC_DIFF_OPS="$GPU_DIFF_OPS" "$@"
   if [ "$STEP_RC" -ne 0 ]; then
     row "$tag configure" FAIL "see $tag-configure.log" "$STEP_SECS"
     return
@@ -101,7 +106,7 @@ build_and_test() {
     return
   fi
   # The whole suite: unit, mpi, doc, format, examples and gpu (labels).
-  run_step "$tag-ctest" 330 ctest --test-dir "$dir" -j 4 ${GPU_LABEL:+-L "$GPU_LABEL"} --output-on-failure --timeout 300 \
+  run_step "$tag-ctest" 480 ctest --test-dir "$dir" -j 4 ${GPU_LABEL:+-L "$GPU_LABEL"} --output-on-failure --timeout 300 \
     --output-junit "$OUT/$tag-ctest.xml"
   local st=PASS
   [ "$STEP_RC" -eq 0 ] || st=FAIL
@@ -118,14 +123,16 @@ build_and_test() {
 }
 
 # 1. System MPI: the staging path.
-build_and_test sys build-gpu-sys
+want sys && build_and_test sys build-gpu-sys
 
 # 3. compute-sanitizer: memcheck, racecheck and synccheck on the staging
 #    build's GPU tests that exercise ptsc's copies, events and pools (each
 #    rank runs under the tool).
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 BIN=build-gpu-sys/tests/gpu
-if [ "$GPU_SANITIZER" = 0 ]; then
+if ! want sys; then
+  row "compute-sanitizer" SKIP "runs on the sys build" "-"
+elif [ "$GPU_SANITIZER" = 0 ]; then
   row "compute-sanitizer" SKIP "PTSC_GPU_SANITIZER=0" "-"
 elif [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
   for tool in memcheck racecheck synccheck; do
@@ -161,7 +168,7 @@ run_jacobi() {
     row "$tag jacobi" SKIP "not built" "-"
   fi
 }
-run_jacobi sys build-gpu-sys
+want sys && run_jacobi sys build-gpu-sys
 
 # 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build):
 #    the run_bench target, i.e. bench_scope, bench_staging, bench_classify and
@@ -178,13 +185,15 @@ run_bench() {
   grep -E '^(\||#|[A-Za-z].*:)' "$OUT/$tag-bench.log" | grep -v '^== ' >"$OUT/$tag-bench.md" || true
   row "$tag benchmarks" "$st" "tables in $tag-bench.md" "$STEP_SECS"
 }
-run_bench sys build-gpu-sys
+want sys && run_bench sys build-gpu-sys
 
 # 2. CUDA-aware MPI: the direct path, in its own tree.
-use_cuda_aware_mpi
-build_and_test cuda build-gpu-cuda -DMPI_HOME="$CUDA_AWARE_MPI" -DMPIEXEC_EXECUTABLE="$CUDA_AWARE_MPI/bin/mpiexec"
-run_jacobi cuda build-gpu-cuda
-run_bench cuda build-gpu-cuda
+if want cuda; then
+  use_cuda_aware_mpi
+  build_and_test cuda build-gpu-cuda -DMPI_HOME="$CUDA_AWARE_MPI" -DMPIEXEC_EXECUTABLE="$CUDA_AWARE_MPI/bin/mpiexec"
+  run_jacobi cuda build-gpu-cuda
+  run_bench cuda build-gpu-cuda
+fi
 
 # Summary, last.
 {
