@@ -1073,96 +1073,6 @@ int ptsc__engine_cancel(struct ptsc_request *r)
 /* Blocking calls without a request where the path allows                    */
 /* ------------------------------------------------------------------------ */
 
-/*
- * Blocking staged calls of at most one chunk while nothing of the thread is
- * in flight: what a program that stages by hand does (copy, wait, one
- * blocking MPI call; or probe, receive, copy), without a request and
- * without polling. The message is the same plain message the engine would
- * send, so either side may take either way. *taken = 0 when this path does
- * not apply (no free slot; a message that does not fit): the caller goes
- * through the engine.
- */
-static int send_staged_now(ptsc_ctx_t *ctx, const void *buf, size_t bytes, ptsc_memclass_t cls, int rank,
-                           int thread, int tag, const char *call, int *taken)
-{
-    /* The scope's sync (and capture check) first: taking a slot may
-     * allocate pinned memory, which would break a capture. */
-    ptsc__slot_t *slot = NULL;
-    int rc = ptsc__sync_buffer(ctx, cls, 1, call);
-    if (rc == PTSC_OK)
-        rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &slot);
-    *taken = rc != PTSC_OK || slot != NULL;
-    if (!slot)
-        return rc;
-    int copied = 0;
-    if ((rc = ptsc__ring_copy(ctx, slot, slot->host, buf, bytes)) == PTSC_OK && (copied = 1) &&
-        (rc = ptsc__ring_wait(slot)) == PTSC_OK) {
-        ptsc__addr_t a;
-        ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
-        int mrc = MPI_Send(slot->host, (int)bytes, MPI_BYTE, a.rank, a.tag, a.comm);
-        if (mrc != MPI_SUCCESS) {
-            rc = ptsc__err_mpi(mrc, call);
-        } else {
-            ctx->stats.sends++;
-            ctx->stats.bytes_sent += bytes;
-        }
-    }
-    if (copied && rc != PTSC_OK)
-        ptsc__ring_put_after(slot); /* the copy may still be queued on it */
-    else
-        ptsc__ring_put(slot);
-    return rc;
-}
-
-static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
-                        int thread, int tag, MPI_Message msg, const MPI_Status *st, ptsc_info_t *info,
-                        const char *call);
-
-static int recv_staged_now(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes,
-                           ptsc_memclass_t cls, int rank, int thread, int tag, ptsc_info_t *info,
-                           const char *call)
-{
-    int rc = ptsc__sync_buffer(ctx, cls, 1, call);
-    if (rc != PTSC_OK)
-        return rc;
-    ptsc__addr_t a;
-    MPI_Status st;
-    MPI_Message msg = MPI_MESSAGE_NULL;
-    ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
-    int mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
-    if (mrc != MPI_SUCCESS)
-        return ptsc__err_mpi(mrc, call);
-    size_t n = status_bytes(&st);
-    ptsc__slot_t *slot = NULL;
-    /* A frame or a message larger than the buffer: the engine takes it
-     * (truncation, pieces); so it does when no slot is free now. */
-    if (n > bytes || (rc = ptsc__ring_get(ctx, PTSC__RING_RECV, &slot)) != PTSC_OK || !slot) {
-        if (rc != PTSC_OK) {
-            char sink;
-            MPI_Mrecv(&sink, 0, MPI_BYTE, &msg, MPI_STATUS_IGNORE);
-            return rc;
-        }
-        return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info, call);
-    }
-    mrc = MPI_Mrecv(slot->host, (int)n, MPI_BYTE, &msg, &st);
-    ctx->stats.recvs++;
-    if (mrc != MPI_SUCCESS) {
-        ptsc__ring_put(slot);
-        rc = mpi_status(mrc, call);
-    } else {
-        ctx->stats.bytes_recv += n;
-        /* Complete for the thread's stream once the copy is queued; for the
-         * host at once where the host may read it (managed memory). */
-        rc = n ? ptsc__ring_copy(ctx, slot, buf, slot->host, n) : PTSC_OK;
-        if (rc == PTSC_OK && n && cls == PTSC_MEM_MANAGED)
-            rc = ptsc__ring_wait(slot);
-        ptsc__ring_put_after(slot);
-    }
-    if (info)
-        *info = (ptsc_info_t){st.MPI_SOURCE, thread, tag, rc, rc == PTSC_OK ? n : bytes};
-    return rc;
-}
-
 int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                       int thread, int tag, const char *call)
 {
@@ -1184,12 +1094,6 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
             ctx->stats.sends++;
             ctx->stats.bytes_sent += bytes;
             return PTSC_OK;
-        }
-        if (bytes <= chunk() && ptsc__type_is_contiguous(type) && choose_staged(ctx, cls, bytes, 1)) {
-            int taken = 0;
-            rc = send_staged_now(ctx, buf, bytes, cls, rank, thread, tag, call, &taken);
-            if (taken)
-                return rc;
         }
     }
     struct ptsc_request *r;
@@ -1227,14 +1131,12 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
     /* Host memory, nothing of this thread in flight, no framing: one MPI
      * receive with no request object (guarded: a blocking matched probe
      * first, and a message that does not fit goes the request's way). */
-    if (!ctx->active && !ctx->stash) {
+    if (!ctx->active && !ctx->stash && !ptsc__g.framed) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
         int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
         if (rc != PTSC_OK)
             return rc;
-        if (bytes <= chunk() && ptsc__type_is_contiguous(type) && choose_staged(ctx, cls, bytes, 1))
-            return recv_staged_now(ctx, buf, count, type, bytes, cls, rank, thread, tag, info, call);
-        if (!ptsc__g.framed && (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED)) {
+        if (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) {
             if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
                 return rc;
             ptsc__addr_t a;
