@@ -117,14 +117,9 @@ static int choose_paths(void)
      * a device, `always` sends host buffers through the ring instead, so the
      * staging state machine runs on CPU-only machines too. */
     ptsc__g.framed = ptsc__g.staging;
-    if (c->recv_guard == PTSC__TRI_AUTO) {
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len = 0;
-        MPI_Get_library_version(lib, &len);
-        ptsc__g.recv_guard = strstr(lib, "Open MPI") != NULL;
-    } else {
-        ptsc__g.recv_guard = c->recv_guard == PTSC__TRI_YES;
-    }
+    /* Guarded receives on every MPI unless told no: both MPIs mishandle a
+     * truncated receive (see PTSC_RECV_GUARD in config.c). */
+    ptsc__g.recv_guard = c->recv_guard != PTSC__TRI_NO;
     ptsc__g.stage_host = ptsc__g.staging && ptsc__g.ndevices == 0;
     /* On a CUDA-aware MPI, device messages below PTSC_DIRECT_MIN are staged
      * (one slot, so never above a chunk); auto is the crossover measured on

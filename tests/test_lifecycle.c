@@ -384,9 +384,11 @@ Test(lifecycle, index_reused_after_its_thread_ended)
     PTSC_ASSERT_ERR(ptsc_sync(stale, PTSC_SCOPE_NONE), PTSC_ERR_WRONG_THREAD);
     PTSC_ASSERT_ERR(ptsc_send(stale, &x, 1, MPI_INT, 0, 0, 0), PTSC_ERR_WRONG_THREAD);
 
-    /* A message to index 1 while no thread holds it waits for the next holder. */
+    /* A message to index 1 while no thread holds it waits for the next holder
+     * (non-blocking: MPI may wait for the receive even of a small send). */
     int msg = 4242;
-    PTSC_ASSERT_OK(ptsc_send(me, &msg, 1, MPI_INT, 0, 1, 3));
+    ptsc_request_t sreq = PTSC_REQUEST_NULL;
+    PTSC_ASSERT_OK(ptsc_isend(me, &msg, 1, MPI_INT, 0, 1, 3, &sreq));
 
     memset(&e, 0, sizeof e);
     e.stale = stale;
@@ -399,6 +401,7 @@ Test(lifecycle, index_reused_after_its_thread_ended)
         PTSC_ASSERT_RC(e.rc_stale_sync, PTSC_ERR_WRONG_THREAD);
     }
     cr_expect_eq(e.got, 4242, "the new holder of index 1 received %d", e.got);
+    PTSC_ASSERT_OK(ptsc_wait(&sreq));
     PTSC_ASSERT_OK(ptsc_thread_detach());
     ptsc_test_finalize();
 }
