@@ -5,6 +5,10 @@
  * theirs, so traffic mixed between lanes shows up as wrong values. A
  * point-to-point receive stays posted across the collectives and must get
  * the one message meant for it, not collective traffic.
+ *
+ * Reductions with a non-commutative operation (composition of affine maps
+ * x -> a x + b modulo 2^32, MPI_Op_create with commute = 0) must fold the
+ * ranks in rank order, x_0 op x_1 op ... op x_{R-1}, in both PTSC_COMM modes.
  */
 #include "mpi_common.h"
 
@@ -13,6 +17,39 @@
 enum { NITER = 6, BIG = 20000 };
 
 static int R, T;
+static MPI_Op compose_op;
+static MPI_Datatype affine_type; /* two unsigned ints: (a, b) */
+
+/* inout = in o inout, as MPI applies a user operation: in is the left operand. */
+static void compose(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    const unsigned *f = in;
+    unsigned *g = inout;
+    (void)type;
+    for (int i = 0; i < *len; i++, f += 2, g += 2) {
+        unsigned a = f[0] * g[0], b = f[0] * g[1] + f[1];
+        g[0] = a;
+        g[1] = b;
+    }
+}
+
+static void affine_of(int r, int t, int it, int k, unsigned *ab)
+{
+    ab[0] = 2u * (unsigned)r + 3u + (unsigned)t;
+    ab[1] = 7u * (unsigned)r + (unsigned)it + (unsigned)k;
+}
+
+/* x_0 o x_1 o ... o x_{R-1}, element k. */
+static void affine_want(int t, int it, int k, unsigned *ab)
+{
+    affine_of(R - 1, t, it, k, ab);
+    for (int r = R - 2; r >= 0; r--) {
+        unsigned x[2];
+        int one = 1;
+        affine_of(r, t, it, k, x);
+        compose(x, ab, &one, NULL);
+    }
+}
 
 static int coll_body(ptsc_ctx_t *ctx, void *arg)
 {
@@ -85,6 +122,32 @@ static int coll_body(ptsc_ctx_t *ctx, void *arg)
         CHECK(dres[0] == 0.5 * R * (R + 1) / 2 + (double)R * t && dres[1] == (double)R * it,
               "allreduce double it %d: %g %g", it, dres[0], dres[1]);
 
+        /* reduce and allreduce with the non-commutative composition. */
+        {
+            enum { NA = 33 };
+            unsigned in[2 * NA], out[2 * NA], want[2];
+            for (int k = 0; k < NA; k++)
+                affine_of(me, t, it, k, &in[2 * k]);
+            memset(out, 0xff, sizeof out);
+            root = (t + it) % R;
+            if (it % 2)
+                CHECK_OK(ptsc_allreduce(ctx, in, out, NA, affine_type, compose_op));
+            else
+                CHECK_OK(ptsc_reduce(ctx, in, out, NA, affine_type, compose_op, root));
+            if (it % 2 || me == root)
+                for (int k = 0; k < NA; k++) {
+                    affine_want(t, it, k, want);
+                    if (out[2 * k] != want[0] || out[2 * k + 1] != want[1]) {
+                        CHECK(0,
+                              "%s with a non-commutative op, it %d: element %d is (%u,%u), expected (%u,%u) "
+                              "(ranks folded out of order?)",
+                              it % 2 ? "allreduce" : "reduce", it, k, out[2 * k], out[2 * k + 1], want[0],
+                              want[1]);
+                        break;
+                    }
+                }
+        }
+
         /* allgather: each rank contributes (rank, thread, iteration). */
         int mine[3] = {me, t, it};
         for (int k = 0; k < 3 * R; k++)
@@ -122,8 +185,8 @@ static int coll_body(ptsc_ctx_t *ctx, void *arg)
 
     ptsc_stats_t st;
     CHECK_OK(ptsc_ctx_stats(ctx, &st));
-    CHECK(st.collectives >= (uint64_t)(NITER * 7), "stats: %llu collectives, expected at least %d",
-          (unsigned long long)st.collectives, NITER * 7);
+    CHECK(st.collectives >= (uint64_t)(NITER * 8), "stats: %llu collectives, expected at least %d",
+          (unsigned long long)st.collectives, NITER * 8);
     free(ibuf);
     free(obuf);
     free(lbuf);
@@ -135,7 +198,12 @@ static int coll_body(ptsc_ctx_t *ctx, void *arg)
 int main(int argc, char **argv)
 {
     T = test_init(&argc, &argv, &R);
+    MPI_Op_create(compose, 0, &compose_op);
+    MPI_Type_contiguous(2, MPI_UNSIGNED, &affine_type);
+    MPI_Type_commit(&affine_type);
     int rc = ptsc_omp_run(T, coll_body, NULL);
+    MPI_Type_free(&affine_type);
+    MPI_Op_free(&compose_op);
     CHECK(rc == PTSC_OK || g_failures > 0, "ptsc_omp_run: %s: %s", ptsc_status_name(rc), ptsc_last_error());
     return test_finish("mpi_coll");
 }
