@@ -31,23 +31,31 @@ endforeach()
 string(REPLACE ";" "|" _ptsc_diff_extra "${PTSC_MPIEXEC_EXTRA}")
 string(REPLACE ";" "|" _ptsc_diff_pre "${MPIEXEC_PREFLAGS}")
 string(REPLACE ";" "|" _ptsc_diff_post "${MPIEXEC_POSTFLAGS}")
-foreach(comm dup shared)
-  set(name mpi_diff_np${PTSC_DIFF_RANKS}_${comm})
+# ptsc_diff_test(<name> <formats, | between> <labels> <locks>): one entry
+# that runs diff_records.cmake over the formats (its own work directory).
+function(ptsc_diff_test name formats labels locks comm)
+  string(REPLACE "|" ";" _fl "${formats}")
+  list(LENGTH _fl _n)
+  math(EXPR _timeout "${_n} * ${PTSC_TEST_TIMEOUT} + 30")
   add_test(NAME ${name}
     COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG}
             -DNP=${PTSC_DIFF_RANKS} "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}"
             "-DPOSTFLAGS=${_ptsc_diff_post}" -DPROGRAM=$<TARGET_FILE:mpi_diff> -DARGS=${PTSC_DIFF_OPS}
-            -DWORK=${CMAKE_CURRENT_BINARY_DIR}/mpi_diff_${comm} -DTIMEOUT=${PTSC_TEST_TIMEOUT}
-            -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
-  math(EXPR _ptsc_diff_timeout "3 * ${PTSC_TEST_TIMEOUT} + 30")
+            "-DFORMATS=${formats}" -DWORK=${CMAKE_CURRENT_BINARY_DIR}/${name} -DTIMEOUT=${PTSC_TEST_TIMEOUT}
+            -P ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../diff_records.cmake)
   set_tests_properties(${name} PROPERTIES
-    LABELS mpi
-    TIMEOUT ${_ptsc_diff_timeout}
+    LABELS "${labels}"
+    TIMEOUT ${_timeout}
     PROCESSORS ${PTSC_DIFF_RANKS}
-    RESOURCE_LOCK mpiexec
+    RESOURCE_LOCK "${locks}"
+    SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
     PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
     FAIL_REGULAR_EXPRESSION "FAIL"
     ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+endfunction()
+
+foreach(comm dup shared)
+  ptsc_diff_test(mpi_diff_np${PTSC_DIFF_RANKS}_${comm} "never|always4k|always" mpi mpiexec ${comm})
 endforeach()
 
 # The named regression cases.
@@ -107,23 +115,7 @@ if(PTSC_HAVE_CUDA)
   target_link_libraries(mpi_diff PRIVATE CUDA::cudart)
   target_compile_definitions(mpi_diff PRIVATE MPI_DIFF_CUDA=1)
   foreach(comm dup shared)
-    set(name gpu_diff_np${PTSC_DIFF_RANKS}_${comm})
-    add_test(NAME ${name}
-      COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG}
-              -DNP=${PTSC_DIFF_RANKS} "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}"
-              "-DPOSTFLAGS=${_ptsc_diff_post}" -DPROGRAM=$<TARGET_FILE:mpi_diff> -DARGS=${PTSC_DIFF_OPS}
-              "-DFORMATS=dev-auto|never|dev-direct|dev-always4k"
-              -DWORK=${CMAKE_CURRENT_BINARY_DIR}/gpu_diff_${comm} -DTIMEOUT=${PTSC_TEST_TIMEOUT}
-              -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
-    math(EXPR _ptsc_diff_timeout "4 * ${PTSC_TEST_TIMEOUT} + 30")
-    set_tests_properties(${name} PROPERTIES
-      LABELS "gpu;mpi"
-      TIMEOUT ${_ptsc_diff_timeout}
-      PROCESSORS ${PTSC_DIFF_RANKS}
-      RESOURCE_LOCK "gpu;mpiexec"
-      SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
-      PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
-      FAIL_REGULAR_EXPRESSION "FAIL"
-      ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+    ptsc_diff_test(gpu_diff_np${PTSC_DIFF_RANKS}_${comm} "dev-auto|never|dev-direct|dev-always4k" "gpu;mpi"
+                   "gpu;mpiexec" ${comm})
   endforeach()
 endif()
