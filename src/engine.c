@@ -325,6 +325,20 @@ static int send_ring_stuck(ptsc_ctx_t *ctx)
 /* Stage piece k outside the ring, in ordinary memory, when the ring is
  * stuck (above). The copy is synchronous: it waits for the thread's stream.
  * Pinned memory stays bounded; this memory is what MPI itself would buffer. */
+/* Copy n bytes between the caller's buffer and memory that is freed or
+ * reused right after: through the thread's stream and waited for when the
+ * device must copy (`gpu`, and a device is there), with memcpy otherwise. */
+static int copy_now(ptsc_ctx_t *ctx, void *dst, const void *src, size_t n, int gpu)
+{
+    if (!gpu || ptsc__g.ndevices == 0 || n == 0) {
+        if (n)
+            memcpy(dst, src, n);
+        return PTSC_OK;
+    }
+    int rc = ptsc__gpu_copy_async(dst, src, n, ctx->stream);
+    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->stream) : rc;
+}
+
 static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t len, int hdr)
 {
     ptsc_ctx_t *ctx = r->ctx;
@@ -334,12 +348,7 @@ static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t 
         memcpy(p->scratch, &r->hdr, PTSC__HDR_BYTES);
     p->st = P_COPY;
     ctx->stats.staged_bytes += len;
-    if (ptsc__g.ndevices == 0 || len == 0) {
-        memcpy(p->scratch + hdr, r->user + off, len);
-        return PTSC_OK;
-    }
-    int rc = ptsc__gpu_copy_async(p->scratch + hdr, r->user + off, len, ctx->stream);
-    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->stream) : rc;
+    return copy_now(ctx, p->scratch + hdr, r->user + off, len, 1);
 }
 
 /* Advance send piece k; *moved = 1 when its state changed. */
@@ -478,15 +487,9 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
     piece_t *p = &r->pc[k];
     if (p->slot)
         return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit);
-    if (r->cls == PTSC_MEM_DEVICE && ptsc__g.ndevices > 0) {
-        /* A direct device receive whose message came beside the buffer (it
-         * did not fit): the scratch memory is freed next, so the copy
-         * completes first. */
-        int rc = ptsc__gpu_copy_async(r->user + off, data, fit, r->ctx->stream);
-        return rc == PTSC_OK ? ptsc__gpu_stream_sync(r->ctx->stream) : rc;
-    }
-    memcpy(r->user + off, data, fit);
-    return PTSC_OK;
+    /* From scratch memory (a message that came beside the buffer), freed
+     * next; a direct device receive needs the device to copy. */
+    return copy_now(r->ctx, r->user + off, data, fit, r->cls == PTSC_MEM_DEVICE);
 }
 
 /* Post the receive of piece k. */
@@ -568,14 +571,7 @@ static int recv_arrived(struct ptsc_request *r, int k, const MPI_Status *st)
         if (r->staged && p->scratch) {
             /* Only a truncated message lands here; the scratch memory is
              * freed next, so its copy completes first. */
-            size_t fit = piece_fit(r, 0, n);
-            if (fit && ptsc__g.ndevices > 0) {
-                rc = ptsc__gpu_copy_async(r->user, p->scratch, fit, r->ctx->stream);
-                if (rc == PTSC_OK)
-                    rc = ptsc__gpu_stream_sync(r->ctx->stream);
-            } else if (fit) {
-                memcpy(r->user, p->scratch, fit);
-            }
+            rc = copy_now(r->ctx, r->user, p->scratch, piece_fit(r, 0, n), 1);
         } else if (r->staged) {
             rc = recv_deliver(r, 0, p->slot->host, n);
         } else if (p->scratch) {
@@ -770,14 +766,7 @@ static int take_first(struct ptsc_request *r)
     /* Delivered at once: this path is rare (a probe of a framed message). */
     size_t fit = piece_fit(r, 0, chunk());
     const char *data = r->first + PTSC__HDR_BYTES;
-    if (!fit)
-        return PTSC_OK;
-    if (!r->staged || ptsc__g.ndevices == 0) {
-        memcpy(r->user, data, fit);
-        return PTSC_OK;
-    }
-    int crc = ptsc__gpu_copy_async(r->user, data, fit, r->ctx->stream);
-    return crc == PTSC_OK ? ptsc__gpu_stream_sync(r->ctx->stream) : crc;
+    return copy_now(r->ctx, r->user, data, fit, r->staged);
 }
 
 /* Try to match a waiting receive; *moved = 1 when it did. */
