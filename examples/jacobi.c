@@ -237,7 +237,7 @@ static void usage(FILE *out)
           "  -x, --nx NX         interior columns (default 512)\n"
           "  -y, --ny NY         interior rows, at least ranks x threads (default 512)\n"
           "  -i, --iters ITERS   iterations (default 200)\n"
-          "  -t, --threads T     threads per rank (default: ptsc's thread slots, PTSC_MAX_THREADS)\n"
+          "  -t, --threads T     threads per rank (default: OMP_NUM_THREADS, at most PTSC_MAX_THREADS)\n"
           "  --device, --host    where the blocks live (default: device when there is one and the\n"
           "                      kernels were compiled, else host)\n",
           out);
@@ -255,7 +255,8 @@ int main(int argc, char **argv)
     int slots, bad = 0;
     CHECK(ptsc_rank(&job.rank));
     CHECK(ptsc_size(&job.nranks, &slots));
-    job.nthreads = slots;
+    /* As ptsc_omp_run(0, ...): the OpenMP thread count, within the slots. */
+    job.nthreads = omp_get_max_threads() < slots ? omp_get_max_threads() : slots;
     for (int i = 1; i < argc && !bad; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-x") || !strcmp(a, "--nx"))

@@ -403,6 +403,70 @@ PTSC_API int ptsc_wait_info(ptsc_request_t *req, ptsc_info_t *info);
 /** ptsc_test that also fills `info` (may be NULL) for a receive once it is done. */
 PTSC_API int ptsc_test_info(ptsc_request_t *req, int *done, ptsc_info_t *info);
 
+/*
+ * Arrays of requests, as MPI's: NULL requests (PTSC_REQUEST_NULL) are
+ * skipped, every request completed is set to NULL, and all must be the
+ * calling thread's. Where several complete, the first error is returned
+ * and its detail names the request's index; the others complete all the
+ * same. An `info` entry of a receive is as ptsc_wait_info fills it; that of
+ * a send has rank, thread and tag -1, bytes 0 and error its status.
+ * Argument errors (PTSC_ERR_ARG, PTSC_ERR_WRONG_THREAD) change nothing.
+ */
+
+/** The index ptsc_waitany and ptsc_testsome report when every request is NULL. */
+#define PTSC_UNDEFINED MPI_UNDEFINED
+
+/**
+ * Wait until one of the `n` requests completes: *index is its position (the
+ * lowest of those complete), it is set to NULL and `info` (may be NULL)
+ * describes it; its status is returned. All NULL (or n = 0): *index =
+ * PTSC_UNDEFINED at once.
+ */
+PTSC_API int ptsc_waitany(int n, ptsc_request_t reqs[], int *index, ptsc_info_t *info);
+
+/**
+ * *flag = 1 when every request is complete: all are then completed and set
+ * to NULL (the first error returned). Otherwise *flag = 0 and no request is
+ * touched, as MPI_Testall.
+ */
+PTSC_API int ptsc_testall(int n, ptsc_request_t reqs[], int *flag);
+
+/**
+ * Complete the requests that are complete now: *outcount of them, their
+ * positions in indices[0 .. *outcount) and their infos in infos[] at the
+ * same places (`infos` may be NULL; `indices` holds up to n). All NULL (or
+ * n = 0): *outcount = PTSC_UNDEFINED.
+ */
+PTSC_API int ptsc_testsome(int n, ptsc_request_t reqs[], int *outcount, int indices[], ptsc_info_t infos[]);
+
+/**
+ * Ask for a request to be cancelled; complete it afterwards with a wait or
+ * test as usual (the handle stays valid). A receive that no message has
+ * matched yet is cancelled: its wait or test returns PTSC_ERR_CANCELLED
+ * (info.error too), nothing was written to its buffer and the message it
+ * would have matched goes to the next matching receive. A send, or a
+ * receive a message already matched, is not cancellable: it completes
+ * normally (MPI leaves a matched receive alone too, and ptsc never takes a
+ * send back). A NULL request is a no-op.
+ * @return PTSC_OK; PTSC_ERR_ARG (req NULL); PTSC_ERR_WRONG_THREAD.
+ */
+PTSC_API int ptsc_cancel(ptsc_request_t *req);
+
+/**
+ * Release a request without waiting for it and set *req to NULL.
+ * - complete already: completed here; returns its status;
+ * - a send in flight: completes in the background, progressed by the
+ *   thread's later ptsc calls; its buffer must stay untouched until some
+ *   later synchronisation shows the message arrived. Its message is never
+ *   lost: detaching the thread, its exit and ptsc_finalize wait for it. An
+ *   error it meets later is logged (PTSC_LOG) since nobody waits for it;
+ * - a receive in flight: refused with PTSC_ERR_PENDING, *req unchanged
+ *   (its buffer would be written at a time the program cannot know): wait,
+ *   test or ptsc_cancel it.
+ * A NULL request is a no-op.
+ */
+PTSC_API int ptsc_request_free(ptsc_request_t *req);
+
 /* ------------------------------------------------------------------------ */
 /* Collectives over the calling thread's lane: thread t of every rank.       */
 /* Roots are ranks. Buffers follow the scope rules like point-to-point.       */
@@ -418,6 +482,118 @@ PTSC_API int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_D
                             int rcount, MPI_Datatype rtype);
 PTSC_API int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                            int rcount, MPI_Datatype rtype);
+
+/*
+ * The rest of MPI's blocking collectives, with MPI's arguments and meaning,
+ * over the same lane and with the same buffer rules. Arguments MPI declares
+ * insignificant at a rank (a gather's receive side off the root, a
+ * scatter's send side off it) are not checked there and may be NULL.
+ * Counts and displacements (in elements of the datatype's extent) must not
+ * be negative (PTSC_ERR_COUNT, PTSC_ERR_ARG; a NULL count or displacement
+ * array: PTSC_ERR_ARG); the detail names the rank whose entry is wrong.
+ * MPI_IN_PLACE: as the send buffer of a gather at its root, the receive
+ * buffer of a scatter at its root (both modes), the send buffer of
+ * allgatherv and alltoallv (PTSC_COMM=dup only; PTSC_ERR_UNSUPPORTED with
+ * shared, like allgather and alltoall), the send buffer of the reductions.
+ * Reductions keep the ranks' order (x_0 op x_1 op ...), so non-commutative
+ * operations are safe in both modes; a predefined operation on a derived
+ * datatype is PTSC_ERR_UNSUPPORTED as for ptsc_reduce. A staged device
+ * receive buffer of a v-collective is copied in first, so that the gaps
+ * between blocks keep their contents.
+ */
+PTSC_API int ptsc_gather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                         int rcount, MPI_Datatype rtype, int root);
+PTSC_API int ptsc_scatter(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                          int rcount, MPI_Datatype rtype, int root);
+PTSC_API int ptsc_gatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                          const int rcounts[], const int displs[], MPI_Datatype rtype, int root);
+PTSC_API int ptsc_scatterv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int displs[],
+                           MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root);
+PTSC_API int ptsc_allgatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                             const int rcounts[], const int displs[], MPI_Datatype rtype);
+PTSC_API int ptsc_alltoallv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int sdispls[],
+                            MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                            MPI_Datatype rtype);
+/** Reduce `count` elements per rank of sbuf (nranks x count), rank i getting block i in rbuf (count). */
+PTSC_API int ptsc_reduce_scatter_block(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
+                                       MPI_Datatype type, MPI_Op op);
+/** rbuf at rank r = x_0 op ... op x_r. */
+PTSC_API int ptsc_scan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                       MPI_Op op);
+/** rbuf at rank r > 0 = x_0 op ... op x_{r-1}; rank 0's rbuf is left as MPI leaves it (undefined). */
+PTSC_API int ptsc_exscan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                         MPI_Op op);
+
+/* ------------------------------------------------------------------------ */
+/* World collectives: every thread of every rank                             */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Collectives over threads 0 .. nthreads-1 of every rank (docs/design.md,
+ * "World collectives"). Every participating thread of every rank makes the
+ * same call with the same nthreads, count, datatype, op and root; a rank's
+ * world calls come one at a time, in the same order on every rank. The
+ * threads of a rank combine in shared memory and one thread per rank makes
+ * one MPI collective on a communicator of ptsc's own (never a lane), in
+ * both PTSC_COMM modes.
+ *
+ * nthreads: the number of threads per rank taking part, equal on every
+ * rank; they are the threads attached as indices 0 .. nthreads-1.
+ * PTSC_WORLD_TEAM means the calling OpenMP team (every thread of a
+ * ptsc_omp_run region, or of the program's region whose threads attached
+ * with ptsc_omp_attach); a pthreads program passes its count. A thread
+ * whose index is not below nthreads gets PTSC_ERR_THREAD and takes no part;
+ * it must not start its next world call before the others finished theirs.
+ *
+ * Agreement and errors: the thread count, the call, count, element size,
+ * op and root are compared between the threads of a rank and between
+ * ranks; a difference, or a failed argument check on any participating
+ * thread of any rank, fails the call on every thread of every rank with
+ * PTSC_ERR_MISMATCH (the thread whose arguments were wrong gets its own
+ * status), and nothing is written. What cannot be detected, as in MPI: a
+ * thread that never calls, or that fails before it is known as a
+ * participant (a context of another thread, an index not below nthreads)
+ * leaves the others waiting; allreduce compares the count and datatype only
+ * after its one collective, so a count that differs between ranks is
+ * erroneous there.
+ *
+ * Roots are (rank, thread) pairs. Datatypes: reductions take MPI's
+ * predefined operations on the predefined datatypes MPI defines them for
+ * (PTSC_ERR_UNSUPPORTED otherwise); bcast and allgather take datatypes
+ * without holes. Buffers follow the lane collectives' rules: synchronised
+ * per scope; a device buffer is copied to the thread's pinned memory, the
+ * result combined on the host and copied back on the thread's stream.
+ *
+ * Reductions are deterministic: with p_r = x(r,0) op x(r,1) op ... op
+ * x(r,nthreads-1), left to right in thread index order, every thread gets
+ * p_0 op p_1 op ... op p_(nranks-1), left to right in rank order, the same
+ * bits on every rank and in every run.
+ */
+
+/** nthreads of a world call: the size of the calling OpenMP team (inside an active parallel region). */
+#define PTSC_WORLD_TEAM 0
+
+/** Return once every participating thread of every rank has called. */
+PTSC_API int ptsc_world_barrier(ptsc_ctx_t *ctx, int nthreads);
+/** `buf` of thread root_thread of rank root_rank to `buf` of every participating thread. */
+PTSC_API int ptsc_world_bcast(ptsc_ctx_t *ctx, int nthreads, void *buf, int count, MPI_Datatype type,
+                              int root_rank, int root_thread);
+/**
+ * Reduce `count` elements of every thread's sbuf into rbuf of thread
+ * root_thread of rank root_rank (rbuf is ignored elsewhere and may be NULL
+ * there). sbuf may be MPI_IN_PLACE at the root thread (input in rbuf).
+ */
+PTSC_API int ptsc_world_reduce(ptsc_ctx_t *ctx, int nthreads, const void *sbuf, void *rbuf, int count,
+                               MPI_Datatype type, MPI_Op op, int root_rank, int root_thread);
+/** Every thread's rbuf gets the reduction of every thread's sbuf (sbuf may be MPI_IN_PLACE). */
+PTSC_API int ptsc_world_allreduce(ptsc_ctx_t *ctx, int nthreads, const void *sbuf, void *rbuf, int count,
+                                  MPI_Datatype type, MPI_Op op);
+/**
+ * Every thread's rbuf (nranks x nthreads x count elements) gets the `count`
+ * elements of thread t of rank r at block r * nthreads + t.
+ */
+PTSC_API int ptsc_world_allgather(ptsc_ctx_t *ctx, int nthreads, const void *sbuf, int count,
+                                  MPI_Datatype type, void *rbuf);
 
 /* ------------------------------------------------------------------------ */
 /* OpenMP helpers                                                            */

@@ -12,7 +12,9 @@
  * threads, so ptsc builds them from point-to-point messages in the lane's
  * collective tag space: a dissemination barrier, a binomial broadcast, a
  * reduction folded at the root in rank order (correct for non-commutative
- * operations) and linear gathers and exchanges. Reductions there run on the
+ * operations), scans as a chain in rank order, and linear gathers,
+ * scatters and exchanges (one routine for every count and displacement
+ * pattern). Reductions there run on the
  * host (MPI_Reduce_local), so device buffers are staged for them.
  *
  * Derived datatypes: the messages carry them as they are, so holes of the
@@ -299,36 +301,60 @@ static int p_reduce(int me, const void *sbuf, void *rbuf, int count, MPI_Datatyp
     return mrc;
 }
 
-/* Block i of a buffer starts i * count extents in (MPI applies the lower
- * bound itself); offsets are signed, extents may be negative. */
-static int p_exchange(int me, const void *sbuf, int scount, MPI_Datatype st, void *rbuf, int rcount,
-                      MPI_Datatype rt, int all_to_all)
+/* One side (sends or receives) of a linear exchange. Peer i's block holds
+ * counts[i] elements at displs[i] extents, or with a scalar count `count`
+ * elements at i * count extents (`blocked`) or at the start. `peer` says
+ * with whom: PEER_ALL, one rank, or PEER_NONE. */
+enum { PEER_ALL = -1, PEER_NONE = -2 };
+
+typedef struct {
+    void *buf;
+    int count;
+    const int *counts, *displs;
+    MPI_Datatype type;
+    int peer, blocked;
+} side_t;
+
+static int side_block(const side_t *s, int i, MPI_Count ext, char **at, int *n)
+{
+    if (s->peer == PEER_NONE || (s->peer >= 0 && s->peer != i))
+        return 0;
+    *n = s->counts ? s->counts[i] : s->count;
+    MPI_Aint first = s->displs ? s->displs[i] : (s->blocked ? (MPI_Aint)i * s->count : 0);
+    *at = (char *)s->buf + first * (MPI_Aint)ext;
+    return 1;
+}
+
+/* Every receive is posted first, then every send, then all are waited for;
+ * MPI applies the lower bound itself, extents may be negative. `skip_self`:
+ * the rank's own block is in place already (MPI_IN_PLACE at a root). */
+static int p_exchange(int me, const side_t *snd, const side_t *rcv, int skip_self)
 {
     int n = ptsc__g.nranks, mrc = MPI_SUCCESS, nreq = 0;
     MPI_Count lb, sext = 0, rext = 0;
-    if ((mrc = MPI_Type_get_extent_x(st, &lb, &sext)) != MPI_SUCCESS ||
-        (mrc = MPI_Type_get_extent_x(rt, &lb, &rext)) != MPI_SUCCESS)
+    if ((mrc = MPI_Type_get_extent_x(snd->type, &lb, &sext)) != MPI_SUCCESS ||
+        (mrc = MPI_Type_get_extent_x(rcv->type, &lb, &rext)) != MPI_SUCCESS)
         return mrc;
     MPI_Request *reqs = malloc(2 * (size_t)n * sizeof *reqs);
     if (!reqs)
         return MPI_ERR_NO_MEM;
-    for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
-        ptsc__addr_t a;
-        ptsc__lanes_coll_addr(me, i, 0, &a);
-        mrc = MPI_Irecv((char *)rbuf + (MPI_Aint)i * rcount * (MPI_Aint)rext, rcount, rt, a.rank, a.tag,
-                        a.comm, &reqs[nreq++]);
-    }
-    for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
-        ptsc__addr_t a;
-        ptsc__lanes_coll_addr(me, i, 0, &a);
-        const char *src = (const char *)sbuf + (all_to_all ? (MPI_Aint)i * scount * (MPI_Aint)sext : 0);
-        mrc = MPI_Isend(src, scount, st, a.rank, a.tag, a.comm, &reqs[nreq++]);
-    }
-    /* GCC 12 with MPICH's mpi.h warns here (-Wstringop-overflow: "accessing
-     * 20 bytes in a region of size 0"): MPICH defines MPI_STATUSES_IGNORE as
-     * (MPI_Status *)1 and declares the parameter as an array, so GCC takes the
-     * constant for a zero-size array. A false positive: MPI writes no status
-     * when told to ignore them. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n && mrc == MPI_SUCCESS; i++) {
+            const side_t *s = pass ? snd : rcv;
+            char *at;
+            int cnt;
+            if ((skip_self && i == ptsc__g.rank) || !side_block(s, i, pass ? sext : rext, &at, &cnt))
+                continue;
+            ptsc__addr_t a;
+            ptsc__lanes_coll_addr(me, i, 0, &a);
+            mrc = pass ? MPI_Isend(at, cnt, s->type, a.rank, a.tag, a.comm, &reqs[nreq++])
+                       : MPI_Irecv(at, cnt, s->type, a.rank, a.tag, a.comm, &reqs[nreq++]);
+        }
+        /* GCC 12 with MPICH's mpi.h warns here (-Wstringop-overflow: "accessing
+         * 20 bytes in a region of size 0"): MPICH defines MPI_STATUSES_IGNORE as
+         * (MPI_Status *)1 and declares the parameter as an array, so GCC takes the
+         * constant for a zero-size array. A false positive: MPI writes no status
+         * when told to ignore them. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -339,6 +365,37 @@ static int p_exchange(int me, const void *sbuf, int scount, MPI_Datatype st, voi
 #endif
     free(reqs);
     return mrc != MPI_SUCCESS ? mrc : wrc;
+}
+
+/* Prefix reductions as a chain in rank order: rank r receives
+ * P = x_0 op ... op x_{r-1} from r - 1 and passes P op x_r on, so the fold
+ * keeps the ranks' order for any operation. Scan: rbuf = P op x_r;
+ * exscan: rbuf = P (rank 0's is not written). */
+static int p_scan(int me, const void *sbuf, void *rbuf, int count, MPI_Datatype t, MPI_Op op, int exclusive,
+                  const layout_t *L)
+{
+    int n = ptsc__g.nranks, r = ptsc__g.rank, mrc = MPI_SUCCESS;
+    MPI_Comm comm = ptsc__lanes_coll_comm(me);
+    const void *mine = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    size_t bytes = L->span > 0 ? (size_t)L->span : 1;
+    char *pre_mem = r > 0 ? malloc(bytes) : NULL, *out_mem = exclusive ? malloc(bytes) : NULL;
+    if ((r > 0 && !pre_mem) || (exclusive && !out_mem))
+        mrc = MPI_ERR_NO_MEM;
+    char *pre = pre_mem ? pre_mem - L->lo : NULL, *out = exclusive && out_mem ? out_mem - L->lo : rbuf;
+    /* out = P op x_r (x_r alone at rank 0), what the next rank receives. */
+    if (mrc == MPI_SUCCESS && r > 0)
+        mrc = p_recv(me, r - 1, pre, count, t);
+    if (mrc == MPI_SUCCESS)
+        mrc = typed_copy(out, mine, count, t, L, comm);
+    if (mrc == MPI_SUCCESS && r > 0)
+        mrc = MPI_Reduce_local(pre, out, count, t, op);
+    if (mrc == MPI_SUCCESS && r + 1 < n)
+        mrc = p_send(me, r + 1, out, count, t);
+    if (mrc == MPI_SUCCESS && exclusive && r > 0)
+        mrc = typed_copy(rbuf, pre, count, t, L, comm);
+    free(pre_mem);
+    free(out_mem);
+    return mrc;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -352,7 +409,10 @@ int ptsc_barrier(ptsc_ctx_t *ctx)
         return rc;
     int me = ctx->index;
     ctx->stats.collectives++;
-    return mpi_rc(shared_mode() ? p_barrier(me) : MPI_Barrier(ptsc__lanes_coll_comm(me)), "ptsc_barrier");
+    ptsc__wait_begin(ctx, "ptsc_barrier", PTSC__WAIT_COLL, -1, -1, -1, 0);
+    rc = shared_mode() ? p_barrier(me) : MPI_Barrier(ptsc__lanes_coll_comm(me));
+    ptsc__wait_end(ctx);
+    return mpi_rc(rc, "ptsc_barrier");
 }
 
 int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int root)
@@ -372,35 +432,48 @@ int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int roo
     rc = cbuf_in(ctx, buf, bytes, type, is_root, 0, &b, call);
     if (rc == PTSC_OK)
         rc = cbuf_ready(ctx, &b, NULL);
-    if (rc == PTSC_OK)
+    if (rc == PTSC_OK) {
+        ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, root, -1, -1, bytes);
         rc = mpi_rc(shared_mode() ? p_bcast(me, b.wire, count, type, root)
                                   : MPI_Bcast(b.wire, count, type, root, ptsc__lanes_coll_comm(me)),
                     call);
+        ptsc__wait_end(ctx);
+    }
     return cbuf_out(ctx, &b, !is_root, rc);
 }
 
-/* Reduce and allreduce share everything but who receives the result. */
+/* Reductions share their checks, staging and dispatch; they differ in who
+ * gets a result and, for reduce_scatter_block, in the input's size (one
+ * block of `count` elements per rank). */
+enum { K_REDUCE, K_ALLREDUCE, K_SCAN, K_EXSCAN, K_RSB };
+
 static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
-                         MPI_Op op, int root, const char *call)
+                         MPI_Op op, int root, int kind, const char *call)
 {
-    size_t bytes = 0;
-    int rc = begin(&ctx, call), all = root < 0;
-    if (rc == PTSC_OK && !all)
+    size_t sbytes = 0, rbytes = 0;
+    int n = ptsc__g.nranks, rc = begin(&ctx, call), in_place = sbuf == MPI_IN_PLACE;
+    if (rc == PTSC_OK && kind == K_REDUCE)
         rc = check_root(root, call);
-    int gets = all || ptsc__g.rank == root, in_place = sbuf == MPI_IN_PLACE;
+    /* Elements of the input: one block per rank for reduce_scatter_block. */
+    int scount = count;
+    if (rc == PTSC_OK && kind == K_RSB && count > 0 && count > INT_MAX / n)
+        rc = ptsc__err(PTSC_ERR_COUNT, "%s: %d blocks of %d elements exceed an int", call, n, count);
+    if (kind == K_RSB && rc == PTSC_OK)
+        scount = count * n;
+    int gets = kind != K_REDUCE || ptsc__g.rank == root;
     if (rc == PTSC_OK)
         rc = check_op(op, call);
     if (rc == PTSC_OK && !in_place)
-        rc = ptsc__check_buf(sbuf, count, type, call, &bytes);
+        rc = ptsc__check_buf_side(sbuf, scount, type, call, "send", &sbytes);
     if (rc == PTSC_OK && gets)
-        rc = ptsc__check_buf(rbuf, count, type, call, &bytes);
+        rc = ptsc__check_buf_side(rbuf, in_place ? scount : count, type, call, "receive", &rbytes);
     if (rc == PTSC_OK && in_place && !gets)
         rc = ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is only valid at the root", call);
     if (rc == PTSC_OK)
         rc = check_op_type(op, type, call);
     layout_t L;
     if (rc == PTSC_OK && shared_mode())
-        rc = layout_of(type, count, &L, call);
+        rc = layout_of(type, scount, &L, call);
     if (rc == PTSC_OK && shared_mode() && !L.dense && L.size > INT_MAX)
         rc = ptsc__err(
             PTSC_ERR_UNSUPPORTED,
@@ -408,96 +481,259 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
     if (rc != PTSC_OK)
         return rc;
     int me = ctx->index, host_only = shared_mode();
+    /* Exscan leaves rank 0's result undefined, as MPI does: nothing is copied back there. */
+    int writes = gets && !(kind == K_EXSCAN && ptsc__g.rank == 0);
     ctx->stats.collectives++;
     cbuf_t s = {0}, r = {0};
-    rc = cbuf_in(ctx, sbuf, bytes, type, 1, host_only, &s, call);
+    rc = cbuf_in(ctx, sbuf, sbytes, type, 1, host_only, &s, call);
     if (rc == PTSC_OK && gets)
-        rc = cbuf_in(ctx, rbuf, bytes, type, in_place, host_only, &r, call);
+        rc = cbuf_in(ctx, rbuf, rbytes, type, in_place, host_only, &r, call);
     if (rc == PTSC_OK)
         rc = cbuf_ready(ctx, &s, &r);
     if (rc == PTSC_OK) {
         MPI_Comm comm = ptsc__lanes_coll_comm(me);
         const void *sw = in_place ? MPI_IN_PLACE : s.wire;
-        int mrc;
-        if (shared_mode()) {
-            mrc = p_reduce(me, sw, gets ? r.wire : NULL, count, type, op, all ? 0 : root, &L);
-            if (mrc == MPI_SUCCESS && all)
-                mrc = p_bcast(me, r.wire, count, type, 0);
+        int mrc = MPI_SUCCESS;
+        ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, kind == K_REDUCE ? root : -1, -1, -1,
+                         in_place ? rbytes : sbytes);
+        if (!shared_mode()) {
+            if (kind == K_REDUCE)
+                mrc = MPI_Reduce(sw, gets ? r.wire : NULL, count, type, op, root, comm);
+            else if (kind == K_ALLREDUCE)
+                mrc = MPI_Allreduce(sw, r.wire, count, type, op, comm);
+            else if (kind == K_SCAN)
+                mrc = MPI_Scan(sw, r.wire, count, type, op, comm);
+            else if (kind == K_EXSCAN)
+                mrc = MPI_Exscan(sw, r.wire, count, type, op, comm);
+            else
+                mrc = MPI_Reduce_scatter_block(sw, r.wire, count, type, op, comm);
+        } else if (kind == K_SCAN || kind == K_EXSCAN) {
+            mrc = p_scan(me, sw, r.wire, count, type, op, kind == K_EXSCAN, &L);
+        } else if (kind == K_RSB) {
+            /* Reduced whole at rank 0 into scratch, then scattered. */
+            char *acc_mem = ptsc__g.rank == 0 ? malloc(L.span > 0 ? (size_t)L.span : 1) : NULL;
+            char *acc = acc_mem ? acc_mem - L.lo : NULL;
+            if (ptsc__g.rank == 0 && !acc_mem)
+                mrc = MPI_ERR_NO_MEM;
+            if (mrc == MPI_SUCCESS)
+                mrc = p_reduce(me, in_place ? r.wire : s.wire, acc, scount, type, op, 0, &L);
+            side_t snd = {acc, count, NULL, NULL, type, ptsc__g.rank == 0 ? PEER_ALL : PEER_NONE, 1};
+            side_t rcv = {r.wire, count, NULL, NULL, type, 0, 0};
+            if (mrc == MPI_SUCCESS)
+                mrc = p_exchange(me, &snd, &rcv, 0);
+            free(acc_mem);
         } else {
-            mrc = all ? MPI_Allreduce(sw, r.wire, count, type, op, comm)
-                      : MPI_Reduce(sw, gets ? r.wire : NULL, count, type, op, root, comm);
+            mrc = p_reduce(me, sw, gets ? r.wire : NULL, count, type, op, kind == K_ALLREDUCE ? 0 : root, &L);
+            if (mrc == MPI_SUCCESS && kind == K_ALLREDUCE)
+                mrc = p_bcast(me, r.wire, count, type, 0);
         }
+        ptsc__wait_end(ctx);
         rc = mpi_rc(mrc, call);
     }
     rc = cbuf_out(ctx, &s, 0, rc);
-    return cbuf_out(ctx, &r, gets, rc);
+    return cbuf_out(ctx, &r, writes, rc);
 }
 
 int ptsc_reduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,
                 int root)
 {
-    if (root < 0) /* negative roots mean "all" inside reduce_common */
-        return ptsc__err(PTSC_ERR_RANK, "ptsc_reduce: root %d is negative", root);
-    return reduce_common(ctx, sbuf, rbuf, count, type, op, root, "ptsc_reduce");
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, root, K_REDUCE, "ptsc_reduce");
 }
 
 int ptsc_allreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op)
 {
-    return reduce_common(ctx, sbuf, rbuf, count, type, op, -1, "ptsc_allreduce");
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, 0, K_ALLREDUCE, "ptsc_allreduce");
 }
 
-/* Allgather and alltoall: `per_peer` is 1 when sbuf holds one block per rank. */
-static int gather_common(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                         int rcount, MPI_Datatype rtype, int per_peer, const char *call)
+int ptsc_scan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op)
+{
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, 0, K_SCAN, "ptsc_scan");
+}
+
+int ptsc_exscan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op)
+{
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, 0, K_EXSCAN, "ptsc_exscan");
+}
+
+int ptsc_reduce_scatter_block(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                              MPI_Op op)
+{
+    return reduce_common(ctx, sbuf, rbuf, count, type, op, 0, K_RSB, "ptsc_reduce_scatter_block");
+}
+
+/* Gathers, scatters and exchanges: `kind` says who sends and receives, `v`
+ * that counts and displacements come per rank (arrays) instead of one
+ * count. Arguments that MPI declares insignificant at a rank (a gather's
+ * receive side off the root, a scatter's send side) are not checked there. */
+enum { X_GATHER, X_SCATTER, X_ALLGATHER, X_ALLTOALL };
+
+typedef struct {
+    const void *buf;
+    int count;
+    const int *counts, *displs;
+    MPI_Datatype type;
+    int per_peer; /* one block per rank */
+} xside_t;
+
+/* One side's buffer and its size in bytes: `count` elements, `n` blocks of
+ * `count`, or up to the furthest block of counts / displs. */
+static int check_side(const xside_t *x, int v, const char *what, const char *call, size_t *bytes)
+{
+    int n = ptsc__g.nranks, end = x->count;
+    if (v) {
+        if (!x->counts || !x->displs)
+            return ptsc__err(PTSC_ERR_ARG, "%s: %s %s array is NULL", call, what,
+                             x->counts ? "displacement" : "count");
+        end = 0;
+        for (int i = 0; i < n; i++) {
+            if (x->counts[i] < 0)
+                return ptsc__err(PTSC_ERR_COUNT, "%s: %s count %d (rank %d) is negative", call, what,
+                                 x->counts[i], i);
+            if (x->displs[i] < 0)
+                return ptsc__err(PTSC_ERR_ARG, "%s: %s displacement %d (rank %d) is negative", call, what,
+                                 x->displs[i], i);
+            if (x->counts[i] > INT_MAX - x->displs[i])
+                return ptsc__err(PTSC_ERR_COUNT, "%s: %s block of rank %d ends beyond INT_MAX elements", call,
+                                 what, i);
+            if (x->counts[i] > 0 && x->displs[i] + x->counts[i] > end)
+                end = x->displs[i] + x->counts[i];
+        }
+    }
+    int rc = ptsc__check_buf_side(x->buf, end, x->type, call, what, bytes);
+    if (rc == PTSC_OK && !v && x->per_peer) {
+        if (*bytes > SIZE_MAX / (size_t)n)
+            return ptsc__err(PTSC_ERR_COUNT, "%s: %d blocks of this size exceed the address space", call, n);
+        *bytes *= (size_t)n;
+    }
+    return rc;
+}
+
+static int exchange_common(ptsc_ctx_t *ctx, int kind, int v, int root, const xside_t *sx, const xside_t *rx,
+                           const char *call)
 {
     size_t sbytes = 0, rbytes = 0;
-    int n = ptsc__g.nranks, in_place = sbuf == MPI_IN_PLACE;
-    int rc = begin(&ctx, call);
-    if (rc == PTSC_OK && !in_place)
-        rc = ptsc__check_buf(sbuf, scount, stype, call, &sbytes);
-    if (rc == PTSC_OK)
-        rc = ptsc__check_buf(rbuf, rcount, rtype, call, &rbytes);
-    if (rc == PTSC_OK && in_place && shared_mode())
-        rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: MPI_IN_PLACE is not supported with PTSC_COMM=shared", call);
-    if (rc == PTSC_OK && ((per_peer && sbytes > SIZE_MAX / (size_t)n) || rbytes > SIZE_MAX / (size_t)n))
-        rc = ptsc__err(PTSC_ERR_COUNT, "%s: %d blocks of this size exceed the address space", call, n);
+    int rc = begin(&ctx, call), rooted = kind == X_GATHER || kind == X_SCATTER;
+    if (rc == PTSC_OK && rooted)
+        rc = check_root(root, call);
     if (rc != PTSC_OK)
         return rc;
-    if (per_peer)
-        sbytes *= (size_t)n;
-    rbytes *= (size_t)n;
-    int me = ctx->index;
+    int is_root = ptsc__g.rank == root, s_in_place = sx->buf == MPI_IN_PLACE,
+        r_in_place = rx->buf == MPI_IN_PLACE;
+    int sends = kind != X_SCATTER || is_root, recvs = kind != X_GATHER || is_root;
+    /* In place: a gather's send side at the root, a scatter's receive side at
+     * the root, an allgather's or alltoall's send side (PTSC_COMM=dup). */
+    int s_ok = kind == X_GATHER ? is_root : kind != X_SCATTER, r_ok = kind == X_SCATTER && is_root;
+    if (sends && s_in_place && !s_ok)
+        rc = ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is not valid as the send buffer here", call);
+    if (rc == PTSC_OK && recvs && r_in_place && !r_ok)
+        rc = ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is not valid as the receive buffer here", call);
+    if (rc == PTSC_OK && sends && !s_in_place)
+        rc = check_side(sx, v && sx->per_peer, "send", call, &sbytes);
+    if (rc == PTSC_OK && recvs && !r_in_place)
+        rc = check_side(rx, v && rx->per_peer, "receive", call, &rbytes);
+    if (rc == PTSC_OK && s_in_place && !rooted && shared_mode())
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: MPI_IN_PLACE is not supported with PTSC_COMM=shared", call);
+    if (rc != PTSC_OK)
+        return rc;
+    int me = ctx->index, in_place = (sends && s_in_place) || (recvs && r_in_place);
     ctx->stats.collectives++;
     cbuf_t s = {0}, r = {0};
-    rc = cbuf_in(ctx, sbuf, sbytes, stype, 1, 0, &s, call);
-    if (rc == PTSC_OK)
-        rc = cbuf_in(ctx, rbuf, rbytes, rtype, in_place, 0, &r, call);
+    /* A receive buffer is copied in when MPI does not write all of it: in
+     * place, or with displacements that may leave gaps. */
+    if (sends)
+        rc = cbuf_in(ctx, sx->buf, sbytes, sx->type, 1, 0, &s, call);
+    if (rc == PTSC_OK && recvs)
+        rc = cbuf_in(ctx, rx->buf, rbytes, rx->type, in_place || (v && rx->per_peer), 0, &r, call);
     if (rc == PTSC_OK)
         rc = cbuf_ready(ctx, &s, &r);
     if (rc == PTSC_OK) {
-        const void *sw = in_place ? MPI_IN_PLACE : s.wire;
+        void *sw = s_in_place ? MPI_IN_PLACE : s.wire, *rw = r_in_place ? MPI_IN_PLACE : r.wire;
         MPI_Comm comm = ptsc__lanes_coll_comm(me);
         int mrc;
-        if (shared_mode())
-            mrc = p_exchange(me, sw, scount, stype, r.wire, rcount, rtype, per_peer);
-        else if (per_peer)
-            mrc = MPI_Alltoall(sw, scount, stype, r.wire, rcount, rtype, comm);
-        else
-            mrc = MPI_Allgather(sw, scount, stype, r.wire, rcount, rtype, comm);
+        ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, rooted ? root : -1, -1, -1, sends ? sbytes : rbytes);
+        if (shared_mode()) {
+            int to = kind == X_GATHER ? root : PEER_ALL, from = kind == X_SCATTER ? root : PEER_ALL;
+            side_t snd = {s.wire,      sx->count, sx->counts, sx->displs, sx->type, sends ? to : PEER_NONE,
+                          sx->per_peer};
+            side_t rcv = {r.wire,      rx->count, rx->counts, rx->displs, rx->type, recvs ? from : PEER_NONE,
+                          rx->per_peer};
+            mrc = p_exchange(me, &snd, &rcv, in_place);
+        } else if (kind == X_GATHER) {
+            mrc = v ? MPI_Gatherv(sw, sx->count, sx->type, rw, rx->counts, rx->displs, rx->type, root, comm)
+                    : MPI_Gather(sw, sx->count, sx->type, rw, rx->count, rx->type, root, comm);
+        } else if (kind == X_SCATTER) {
+            mrc = v ? MPI_Scatterv(sw, sx->counts, sx->displs, sx->type, rw, rx->count, rx->type, root, comm)
+                    : MPI_Scatter(sw, sx->count, sx->type, rw, rx->count, rx->type, root, comm);
+        } else if (kind == X_ALLGATHER) {
+            mrc = v ? MPI_Allgatherv(sw, sx->count, sx->type, rw, rx->counts, rx->displs, rx->type, comm)
+                    : MPI_Allgather(sw, sx->count, sx->type, rw, rx->count, rx->type, comm);
+        } else {
+            mrc = v ? MPI_Alltoallv(sw, sx->counts, sx->displs, sx->type, rw, rx->counts, rx->displs,
+                                    rx->type, comm)
+                    : MPI_Alltoall(sw, sx->count, sx->type, rw, rx->count, rx->type, comm);
+        }
+        ptsc__wait_end(ctx);
         rc = mpi_rc(mrc, call);
     }
     rc = cbuf_out(ctx, &s, 0, rc);
-    return cbuf_out(ctx, &r, 1, rc);
+    return cbuf_out(ctx, &r, recvs, rc);
 }
+
+#define SIDE(b, n, ns, ds, t, pp) (&(xside_t){(b), (n), (ns), (ds), (t), (pp)})
 
 int ptsc_allgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                    MPI_Datatype rtype)
 {
-    return gather_common(ctx, sbuf, scount, stype, rbuf, rcount, rtype, 0, "ptsc_allgather");
+    return exchange_common(ctx, X_ALLGATHER, 0, 0, SIDE(sbuf, scount, NULL, NULL, stype, 0),
+                           SIDE(rbuf, rcount, NULL, NULL, rtype, 1), "ptsc_allgather");
 }
 
 int ptsc_alltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
                   MPI_Datatype rtype)
 {
-    return gather_common(ctx, sbuf, scount, stype, rbuf, rcount, rtype, 1, "ptsc_alltoall");
+    return exchange_common(ctx, X_ALLTOALL, 0, 0, SIDE(sbuf, scount, NULL, NULL, stype, 1),
+                           SIDE(rbuf, rcount, NULL, NULL, rtype, 1), "ptsc_alltoall");
+}
+
+int ptsc_gather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                MPI_Datatype rtype, int root)
+{
+    return exchange_common(ctx, X_GATHER, 0, root, SIDE(sbuf, scount, NULL, NULL, stype, 0),
+                           SIDE(rbuf, rcount, NULL, NULL, rtype, 1), "ptsc_gather");
+}
+
+int ptsc_scatter(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int root)
+{
+    return exchange_common(ctx, X_SCATTER, 0, root, SIDE(sbuf, scount, NULL, NULL, stype, 1),
+                           SIDE(rbuf, rcount, NULL, NULL, rtype, 0), "ptsc_scatter");
+}
+
+int ptsc_gatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                 const int rcounts[], const int displs[], MPI_Datatype rtype, int root)
+{
+    return exchange_common(ctx, X_GATHER, 1, root, SIDE(sbuf, scount, NULL, NULL, stype, 0),
+                           SIDE(rbuf, 0, rcounts, displs, rtype, 1), "ptsc_gatherv");
+}
+
+int ptsc_scatterv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int displs[],
+                  MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root)
+{
+    return exchange_common(ctx, X_SCATTER, 1, root, SIDE(sbuf, 0, scounts, displs, stype, 1),
+                           SIDE(rbuf, rcount, NULL, NULL, rtype, 0), "ptsc_scatterv");
+}
+
+int ptsc_allgatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                    const int rcounts[], const int displs[], MPI_Datatype rtype)
+{
+    return exchange_common(ctx, X_ALLGATHER, 1, 0, SIDE(sbuf, scount, NULL, NULL, stype, 0),
+                           SIDE(rbuf, 0, rcounts, displs, rtype, 1), "ptsc_allgatherv");
+}
+
+int ptsc_alltoallv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int sdispls[],
+                   MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                   MPI_Datatype rtype)
+{
+    return exchange_common(ctx, X_ALLTOALL, 1, 0, SIDE(sbuf, 0, scounts, sdispls, stype, 1),
+                           SIDE(rbuf, 0, rcounts, rdispls, rtype, 1), "ptsc_alltoallv");
 }

@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,11 @@ static const var_t vars[] = {
      "dup: one communicator lane per thread index; shared: one communicator, threads kept apart by tag "
      "bits (smaller tag range, collectives serialised by lane tag space)."},
     {"PTSC_MAX_THREADS", "auto", VAR_INT, FIELD(max_threads), NULL, 1, PTSC__MAX_THREADS_LIMIT,
-     "Thread slots (lanes) per rank; auto is omp_get_max_threads(). Must be equal on every rank."},
+     "Thread slots (lanes) per rank: thread indices run from 0 to this minus 1. auto is the largest of 16, "
+     "omp_get_max_threads(), the product of the OMP_NUM_THREADS list and OMP_THREAD_LIMIT where set (up to "
+     "256); ptsc-info says which decided. Each slot costs a communicator (MPI_Comm_dup at init) with "
+     "PTSC_COMM=dup and shrinks the tag range (ptsc_tag_max), most with PTSC_COMM=shared. Must be equal "
+     "on every rank."},
     {"PTSC_DEVICE_MAP", "rank", VAR_DEVMAP, FIELD(device_map), NULL, 0, 0,
      "Device of each thread: rank (node-local rank modulo devices), thread (thread index modulo devices), "
      "or a comma list of device numbers indexed by node-local rank * threads + thread, modulo its length."},
@@ -90,6 +95,10 @@ static const var_t vars[] = {
      "ptsc_ctx_stats stays 0 without it."},
     {"PTSC_PRINT_CONFIG", "0", VAR_BOOL, FIELD(print_config), NULL, 0, 0,
      "Print the effective configuration on rank 0 at ptsc_init."},
+    {"PTSC_TIMEOUT", "0", VAR_INT, FIELD(timeout), NULL, 0, 86400,
+     "Hang diagnostics, in seconds (0: off). A blocking call (receive, send, probe, wait, collective) that "
+     "waits longer prints once to stderr what it waits for: call, peer rank and thread, tag, bytes and for "
+     "how long. The call goes on waiting. A watchdog thread does this; off, it costs nothing."},
 };
 
 #define NVARS ((int)(sizeof vars / sizeof vars[0]))
@@ -133,7 +142,8 @@ static void choices_text(const var_t *v, char *buf, size_t n)
                                     v->choices[i]);
         break;
     case VAR_INT:
-        snprintf(buf, n, "auto or an integer %lld..%lld", v->min, v->max);
+        snprintf(buf, n, "%san integer %lld..%lld", strcmp(v->def, "auto") == 0 ? "auto or " : "", v->min,
+                 v->max);
         break;
     case VAR_SIZE:
         snprintf(buf, n, "%sa size %lld..%lld bytes, optional suffix k, M, G (or KiB, MiB, GiB)",
@@ -148,11 +158,31 @@ static void choices_text(const var_t *v, char *buf, size_t n)
     }
 }
 
+/* A value as a message can show it: bytes outside printable ASCII as \xNN,
+ * and a long value cut after its first 48 bytes, its length given. */
+static void value_text(const char *s, char *buf, size_t n)
+{
+    size_t len = strlen(s), k = 0, shown = len > 64 ? 48 : len;
+    for (size_t i = 0; i < shown && k + 5 < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"')
+            buf[k++] = (char)c;
+        else
+            k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c);
+    }
+    buf[k] = '\0';
+    if (shown < len)
+        snprintf(buf + k, n - k, "...\" (%zu bytes)", len);
+    else
+        snprintf(buf + k, n - k, "\"");
+}
+
 static int bad_value(const var_t *v, const char *s)
 {
-    char accepts[256];
+    char accepts[256], shown[256];
     choices_text(v, accepts, sizeof accepts);
-    return ptsc__err(PTSC_ERR_CONFIG, "%s=\"%s\" is not valid: it accepts %s", v->name, s, accepts);
+    value_text(s, shown, sizeof shown);
+    return ptsc__err(PTSC_ERR_CONFIG, "%s=\"%s is not valid: it accepts %s", v->name, shown, accepts);
 }
 
 static int parse_ll(const char *s, long long *out, const char **end)
@@ -233,7 +263,7 @@ static int parse_var(const var_t *v, const char *s, ptsc__config_t *cfg)
     case VAR_INT: {
         long long x;
         const char *end;
-        if (strcmp(s, "auto") == 0) {
+        if (strcmp(s, "auto") == 0 && strcmp(v->def, "auto") == 0) {
             *(int *)field = 0;
             return PTSC_OK;
         }
@@ -367,4 +397,94 @@ int ptsc_config_print(void *out)
         return rc;
     ptsc__config_print(&cfg, out ? (FILE *)out : stdout);
     return PTSC_OK;
+}
+
+/* The product of an OMP_NUM_THREADS list ("8" or "4,2", one entry per
+ * nesting level), capped at the slot limit; 0 when absent or malformed. */
+static int omp_num_threads_product(const char *s)
+{
+    if (!s)
+        return 0;
+    long long prod = 1;
+    const char *p = s;
+    for (;;) {
+        long long x;
+        const char *end;
+        while (*p == ' ')
+            p++;
+        if (parse_ll(p, &x, &end) != 0 || x < 1)
+            return 0;
+        prod = x >= PTSC__MAX_THREADS_LIMIT || prod * x >= PTSC__MAX_THREADS_LIMIT ? PTSC__MAX_THREADS_LIMIT
+                                                                                   : prod * x;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (*p == '\0')
+            return (int)prod;
+        if (*p != ',')
+            return 0;
+        p++;
+    }
+}
+
+int ptsc__config_slots(int max_threads, int omp_max, const char *omp_num_threads, int thread_limit,
+                       int *source, char *why, size_t n)
+{
+    int src, slots;
+    if (max_threads > 0) {
+        src = PTSC__SLOTS_SET;
+        slots = max_threads;
+    } else {
+        int num = omp_num_threads_product(omp_num_threads);
+        int limit = thread_limit > PTSC__SLOTS_LIMIT_CAP ? PTSC__SLOTS_LIMIT_CAP : thread_limit;
+        /* Later inputs win ties: the reason named is the most specific one. */
+        src = PTSC__SLOTS_BY_FLOOR;
+        slots = PTSC__SLOTS_FLOOR;
+        if (limit >= slots) {
+            src = PTSC__SLOTS_BY_OMP_LIMIT;
+            slots = limit;
+        }
+        if (omp_max >= slots) {
+            src = PTSC__SLOTS_BY_OMP_MAX;
+            slots = omp_max;
+        }
+        if (num >= slots) {
+            src = PTSC__SLOTS_BY_OMP_NUM;
+            slots = num;
+        }
+    }
+    if (slots > PTSC__MAX_THREADS_LIMIT)
+        slots = PTSC__MAX_THREADS_LIMIT;
+    if (source)
+        *source = src;
+    if (why && n > 0) {
+        static const char *const by[] = {"PTSC_MAX_THREADS", "the floor", "omp_get_max_threads()",
+                                         "OMP_NUM_THREADS", "OMP_THREAD_LIMIT"};
+        if (src == PTSC__SLOTS_SET) {
+            snprintf(why, n, "set by PTSC_MAX_THREADS=%d", max_threads);
+        } else {
+            char num[32] = "unset", limit[32] = "unset";
+            if (omp_num_threads)
+                snprintf(num, sizeof num, "\"%.16s\"%s", omp_num_threads,
+                         omp_num_threads_product(omp_num_threads) ? "" : " ignored");
+            if (thread_limit > 0)
+                snprintf(limit, sizeof limit, "%d", thread_limit);
+            snprintf(why, n,
+                     "auto: %s decided (floor %d, omp_get_max_threads() %d, OMP_NUM_THREADS %s, "
+                     "OMP_THREAD_LIMIT %s counted up to %d)",
+                     by[src], PTSC__SLOTS_FLOOR, omp_max, num, limit, PTSC__SLOTS_LIMIT_CAP);
+        }
+    }
+    return slots;
+}
+
+int ptsc__config_slots_now(const ptsc__config_t *cfg, int *source, char *why, size_t n)
+{
+    int max = cfg->max_threads;
+    if (max > 0)
+        return ptsc__config_slots(max, 0, NULL, 0, source, why, n);
+    /* OMP_THREAD_LIMIT counts only where the user set it: unset, runtimes
+     * report their own ceiling (INT_MAX, or thousands), not a region size. */
+    int limit = getenv("OMP_THREAD_LIMIT") ? omp_get_thread_limit() : 0;
+    return ptsc__config_slots(0, omp_get_max_threads(), getenv("OMP_NUM_THREADS"), limit, source, why, n);
 }

@@ -383,35 +383,35 @@ int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call)
 /* Accessors are queries: checked like every public call, owner only (the
  * owner changes the scope and counters without a lock), output written on
  * success only. */
-static int check_accessor(const ptsc_ctx_t *ctx, const void *out, const char *call)
+static int check_accessor(const ptsc_ctx_t *ctx, const void *out, const char *call, const char *out_name)
 {
     int rc = ptsc__check_ready_query(call);
     if (rc != PTSC_OK)
         return rc;
     if (!ctx || !out)
-        return ptsc__err_query(PTSC_ERR_ARG, "%s: %s is NULL", call, ctx ? "output" : "ctx");
+        return ptsc__err_query(PTSC_ERR_ARG, "%s: %s is NULL", call, ctx ? out_name : "ctx");
     if (ctx != ptsc__tls()->ctx)
         return not_own(ctx, call, 1);
     return PTSC_OK;
 }
 
 /* Accessors: checked like every public call, output written on success only. */
-#define PTSC__ACCESSOR(fn, type, expr)          \
-    int fn(const ptsc_ctx_t *ctx, type *out)    \
-    {                                           \
-        int rc = check_accessor(ctx, out, #fn); \
-        if (rc != PTSC_OK)                      \
-            return rc;                          \
-        *out = (expr);                          \
-        return PTSC_OK;                         \
+#define PTSC__ACCESSOR(fn, type, name, expr)           \
+    int fn(const ptsc_ctx_t *ctx, type *out)           \
+    {                                                  \
+        int rc = check_accessor(ctx, out, #fn, #name); \
+        if (rc != PTSC_OK)                             \
+            return rc;                                 \
+        *out = (expr);                                 \
+        return PTSC_OK;                                \
     }
 
-PTSC__ACCESSOR(ptsc_ctx_index, int, ctx->index)
-PTSC__ACCESSOR(ptsc_ctx_device, int, ctx->device)
-PTSC__ACCESSOR(ptsc_ctx_stream, void *, ctx->stream)
-PTSC__ACCESSOR(ptsc_ctx_comm, MPI_Comm, ptsc__lanes_coll_comm(ctx->index))
-PTSC__ACCESSOR(ptsc_ctx_scope, ptsc_scope_t, (ptsc_scope_t)ctx->scope)
-PTSC__ACCESSOR(ptsc_ctx_stats, ptsc_stats_t, ctx->stats)
+PTSC__ACCESSOR(ptsc_ctx_index, int, index, ctx->index)
+PTSC__ACCESSOR(ptsc_ctx_device, int, device, ctx->device)
+PTSC__ACCESSOR(ptsc_ctx_stream, void *, stream, ctx->stream)
+PTSC__ACCESSOR(ptsc_ctx_comm, MPI_Comm, comm, ptsc__lanes_coll_comm(ctx->index))
+PTSC__ACCESSOR(ptsc_ctx_scope, ptsc_scope_t, scope, (ptsc_scope_t)ctx->scope)
+PTSC__ACCESSOR(ptsc_ctx_stats, ptsc_stats_t, stats, ctx->stats)
 
 int ptsc_ctx_set_scope(ptsc_ctx_t *ctx, ptsc_scope_t scope, ptsc_scope_t *old)
 {

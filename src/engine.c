@@ -107,6 +107,8 @@ struct ptsc_request {
     char *first; /* receive: first part received by a probe */
     void *ev;    /* the thread scope's deferred sync (kept across reuse) */
     int deferred;
+    int freed;        /* ptsc_request_free: released by progress once done, not counted in outstanding */
+    const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
 };
 
 static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
@@ -664,12 +666,12 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
         *moved = 1;
         int cancelled = 0;
         MPI_Test_cancelled(&st, &cancelled);
-        if (cancelled) { /* drained at thread exit: no message came */
+        if (cancelled) { /* ptsc_cancel or thread exit: no message came */
             ptsc__ring_put(p->slot);
             p->slot = NULL;
             p->st = P_DONE;
             r->ndone++;
-            rc = PTSC_ERR_PENDING;
+            rc = PTSC_ERR_CANCELLED;
             goto out;
         }
         rc = recv_arrived(r, k, &st);
@@ -886,6 +888,19 @@ static void step(struct ptsc_request *r, int *moved)
     finish_if_done(r);
 }
 
+/* A freed send that finished leaves the list here: nobody waits for it, so
+ * an error it met can only be logged. */
+static void release_freed(struct ptsc_request *r)
+{
+    if (r->rc != PTSC_OK)
+        ptsc__log(PTSC__LOG_WARN,
+                  "a send freed with ptsc_request_free (thread %d to rank %d thread %d, tag %d) "
+                  "failed: %s",
+                  r->ctx->index, r->rank, r->thread, r->tag, ptsc_status_name(r->rc));
+    active_remove(r);
+    req_put(r);
+}
+
 static int progress_pass(ptsc_ctx_t *ctx)
 {
     int moved = 0;
@@ -894,18 +909,14 @@ static int progress_pass(ptsc_ctx_t *ctx)
         next = r->anext;
         if (r->state == R_DONE)
             continue;
-        {
-            step(r, &moved);
-        }
+        step(r, &moved);
+        if (r->freed && r->state == R_DONE)
+            release_freed(r);
     }
     return moved;
 }
 
-void ptsc__engine_progress(ptsc_ctx_t *ctx)
-{
-    if (ctx->active)
-        progress_pass(ctx);
-}
+int ptsc__engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(ctx) : 0; }
 
 /* ------------------------------------------------------------------------ */
 /* Starting                                                                  */
@@ -968,6 +979,7 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
     r->rank = rank;
     r->thread = thread;
     r->tag = tag;
+    r->call = call;
     r->src_rank = is_recv ? (rank == PTSC_ANY_RANK ? -1 : rank) : ptsc__g.rank;
     r->npieces = 1;
     if (is_recv)
@@ -1023,7 +1035,8 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
             *info = (ptsc_info_t){r->src_rank, r->thread, r->tag, rc, got};
     }
     active_remove(r);
-    ctx->outstanding--;
+    if (!r->freed)
+        ctx->outstanding--;
     req_put(r);
     return rc;
 }
@@ -1036,28 +1049,80 @@ int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
     return *done ? complete(r, info) : PTSC_OK;
 }
 
+/* Yielding on every idle poll costs a message a few microseconds (measured
+ * on the H200: 64-256 KiB staged ping-pongs by hand lost 4-6 us per message
+ * to a sched_yield per poll), so a waiting thread spins through short
+ * waits and yields only once a wait has been idle for PTSC__SPIN_NS, which
+ * keeps oversubscribed ranks (more threads than cores) moving. */
+void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
+{
+    if (moved) {
+        ctx->idle_since = 0;
+        return;
+    }
+    uint64_t now = ptsc__now_ns();
+    if (!ctx->idle_since) {
+        ctx->idle_since = now;
+        ptsc__ring_reclaim(ctx); /* off the critical path: see ring.c */
+    } else if (now - ctx->idle_since > PTSC__SPIN_NS)
+        sched_yield();
+}
+
 int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
+    if (r->state != R_DONE)
+        ptsc__wait_begin(ctx, r->call, r->is_recv ? PTSC__WAIT_RECV : PTSC__WAIT_SEND, r->rank, r->thread,
+                         r->tag, r->bytes);
     while (r->state != R_DONE)
-        if (!progress_pass(ctx))
-            sched_yield();
+        ptsc__engine_idle(ctx, progress_pass(ctx));
+    ptsc__wait_end(ctx);
     return complete(r, info);
 }
 
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
 
-int ptsc__engine_cancel(struct ptsc_request *r)
+int ptsc__engine_done(const struct ptsc_request *r) { return r->state == R_DONE; }
+
+/* A receive that nothing matched yet (not even posted, or waiting for its
+ * matched probe) completes at once as cancelled; one posted to MPI unmatched
+ * (a job that neither frames nor guards) is cancelled in MPI, which decides:
+ * it completes cancelled, or normally if a message matched it first. Sends
+ * and matched receives are left to complete normally. */
+void ptsc__engine_cancel_mark(struct ptsc_request *r)
 {
-    if (r->state == R_MATCH) {
-        fail(r, PTSC_ERR_PENDING);
+    if (!r->is_recv || r->state == R_DONE)
+        return;
+    if (unmatched(r)) {
+        fail(r, PTSC_ERR_CANCELLED);
         r->ndone = r->npieces;
         r->state = R_RUN;
         finish_if_done(r);
-    } else if (r->is_recv && !r->framed && r->pc[0].st == P_MPI) {
+    } else if (!r->framed && r->pc[0].st == P_MPI) {
         MPI_Cancel(&r->pc[0].mreq);
     }
+}
+
+int ptsc__engine_cancel(struct ptsc_request *r)
+{
+    ptsc__engine_cancel_mark(r);
     return ptsc__engine_wait(r, NULL);
+}
+
+int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call)
+{
+    *kept = 0;
+    if (r->state == R_DONE)
+        return complete(r, NULL);
+    *kept = r->is_recv;
+    if (r->is_recv)
+        return ptsc__err(PTSC_ERR_PENDING,
+                         "%s: a receive in flight cannot be freed (its buffer would be written at a time the "
+                         "program cannot know); complete it with ptsc_wait or ptsc_test, or ptsc_cancel it",
+                         call);
+    r->freed = 1;
+    r->ctx->outstanding--;
+    return PTSC_OK;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1079,7 +1144,9 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
                 return rc;
             ptsc__addr_t a;
             ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
+            ptsc__wait_begin(ctx, call, PTSC__WAIT_SEND, rank, thread, tag, bytes);
             int mrc = MPI_Send(buf, count, type, a.rank, a.tag, a.comm);
+            ptsc__wait_end(ctx);
             if (mrc != MPI_SUCCESS)
                 return ptsc__err_mpi(mrc, call);
             ctx->stats.sends++;
@@ -1135,15 +1202,19 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
             MPI_Message msg = MPI_MESSAGE_NULL;
             ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
             int mrc = MPI_SUCCESS;
+            ptsc__wait_begin(ctx, call, PTSC__WAIT_RECV, rank, thread, tag, bytes);
             if (guarded()) {
                 mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
-                if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes)
+                if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes) {
+                    ptsc__wait_end(ctx);
                     return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info,
                                         call);
+                }
             }
             if (mrc == MPI_SUCCESS)
                 mrc = guarded() ? MPI_Mrecv(buf, count, type, &msg, &st)
                                 : MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
+            ptsc__wait_end(ctx);
             ctx->stats.recvs++;
             if (mrc != MPI_SUCCESS) {
                 rc = mpi_status(mrc, call);
@@ -1187,7 +1258,7 @@ int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag
     ptsc__addr_t a;
     ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
     for (;;) {
-        ptsc__engine_progress(ctx);
+        int moved = ptsc__engine_progress(ctx);
         if (!ptsc__g.framed) {
             int f = 0;
             MPI_Status st;
@@ -1247,7 +1318,7 @@ int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag
             *flag = 0;
             return PTSC_OK;
         }
-        sched_yield();
+        ptsc__engine_idle(ctx, moved);
     }
 }
 
@@ -1284,8 +1355,7 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx)
             busy |= r->state != R_DONE;
         if (!busy)
             break;
-        if (!progress_pass(ctx))
-            sched_yield();
+        ptsc__engine_idle(ctx, progress_pass(ctx));
     }
     while (ctx->active)
         complete(ctx->active, NULL);

@@ -149,22 +149,27 @@ static int init_body(int *argc, char ***argv)
     MPI_Comm_size(world, &ptsc__g.nranks);
     if (ptsc__g.rank == 0)
         ptsc__config_warn_unknown();
-    ptsc__g.nthreads = ptsc__g.cfg.max_threads > 0 ? ptsc__g.cfg.max_threads : omp_get_max_threads();
-    if (ptsc__g.nthreads > PTSC__MAX_THREADS_LIMIT)
-        ptsc__g.nthreads = PTSC__MAX_THREADS_LIMIT;
+    ptsc__g.nthreads = ptsc__config_slots_now(&ptsc__g.cfg, NULL, NULL, 0);
     if ((rc = setup_node(world)) != PTSC_OK || (rc = choose_paths()) != PTSC_OK ||
         (rc = check_agreement(world)) != PTSC_OK)
         goto undo_gpu;
     if ((rc = ptsc__lanes_create(world)) != PTSC_OK)
         goto undo_gpu;
-    if ((rc = ptsc__ctx_setup()) != PTSC_OK)
+    if ((rc = ptsc__world_setup(world)) != PTSC_OK)
         goto undo_lanes;
+    if ((rc = ptsc__watchdog_start(ptsc__g.nthreads)) != PTSC_OK)
+        goto undo_lanes;
+    if ((rc = ptsc__ctx_setup()) != PTSC_OK) {
+        ptsc__watchdog_stop();
+        goto undo_lanes;
+    }
     atomic_store(&ptsc__g.mem_epoch, 1u);
     atomic_store(&ptsc__g.devmask, 0ul);
 
     return PTSC_OK;
 
 undo_lanes:
+    ptsc__world_teardown();
     ptsc__lanes_free();
 undo_gpu:
     ptsc__gpu_finalize();
@@ -247,6 +252,8 @@ int ptsc_finalize(void)
     if (ptsc__g.cfg.stats)
         ptsc__ctx_print_stats(stderr);
     ptsc__ctx_teardown();
+    ptsc__watchdog_stop();
+    ptsc__world_teardown();
     ptsc__lanes_free();
     ptsc__gpu_finalize();
     atomic_store_explicit(&ptsc__g.state, PTSC__STATE_DONE, memory_order_release);

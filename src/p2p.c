@@ -49,22 +49,40 @@ static MPI_Count predefined_size(MPI_Datatype t)
     return 0;
 }
 
-int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes)
+int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                         size_t *bytes)
 {
+    /* "send buffer", "receive count": calls with two buffers say which one. */
+    const char *sp = side ? side : "", *gap = side ? " " : "";
     if (count < 0)
-        return ptsc__err(PTSC_ERR_COUNT, "%s: count %d is negative", call, count);
+        return ptsc__err(PTSC_ERR_COUNT, "%s: %s%scount %d is negative", call, sp, gap, count);
     if (type == MPI_DATATYPE_NULL)
-        return ptsc__err(PTSC_ERR_ARG, "%s: datatype is MPI_DATATYPE_NULL", call);
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is MPI_DATATYPE_NULL", call, sp, gap);
     if (!buf && count > 0)
-        return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: buffer is NULL with count %d", call, count);
+        return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: %s%sbuffer is NULL with count %d", call, sp, gap, count);
     MPI_Count size = predefined_size(type);
     if (size == 0 && (MPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0))
-        return ptsc__err(PTSC_ERR_ARG, "%s: datatype is not a committed MPI datatype", call);
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not a committed MPI datatype", call, sp, gap);
+    /* MPI has no query for "committed", but MPI_Pack of no element refuses a
+     * type that is not (MPI_ERR_TYPE through a lane's MPI_ERRORS_RETURN, in
+     * Open MPI and MPICH alike); a receive with such a type could otherwise
+     * wait for ever before MPI looks at its type. */
+    char none[1];
+    int pos = 0;
+    if (predefined_size(type) == 0 && ptsc__g.lanes &&
+        MPI_Pack(none, 0, type, none, 0, &pos, ptsc__g.lanes[0]) != MPI_SUCCESS)
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not committed (call MPI_Type_commit first)", call,
+                         sp, gap);
     if (count > 0 && (uint64_t)size > SIZE_MAX / (uint64_t)count)
-        return ptsc__err(PTSC_ERR_COUNT, "%s: %d elements of %lld bytes overflow a size_t", call, count,
-                         (long long)size);
+        return ptsc__err(PTSC_ERR_COUNT, "%s: %s%scount %d of %lld-byte elements overflows a size_t", call,
+                         sp, gap, count, (long long)size);
     *bytes = (size_t)count * (size_t)size;
     return PTSC_OK;
+}
+
+int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes)
+{
+    return ptsc__check_buf_side(buf, count, type, call, NULL, bytes);
 }
 
 int ptsc__type_is_contiguous(MPI_Datatype type)
@@ -132,6 +150,17 @@ static int check_req(ptsc_request_t *req, const char *call)
     return rc != PTSC_OK ? rc : check_req_owner(req, call);
 }
 
+/* The detail of a request that completed with an error found in an earlier
+ * progress pass (the detail of that pass is gone): name the status. */
+static int req_status(int rc)
+{
+    if (rc == PTSC_OK || ptsc__tls()->detail[0])
+        return rc;
+    if (rc == PTSC_ERR_CANCELLED)
+        return ptsc__err(rc, "ptsc: the receive was cancelled (ptsc_cancel) before a message matched it");
+    return ptsc__err(rc, "ptsc: request completed with %s", ptsc_status_name(rc));
+}
+
 /* Complete a checked request and reset the handle. */
 static int wait_checked(ptsc_request_t *req, ptsc_info_t *info)
 {
@@ -139,7 +168,7 @@ static int wait_checked(ptsc_request_t *req, ptsc_info_t *info)
         return PTSC_OK;
     int rc = ptsc__engine_wait(*req, info);
     *req = PTSC_REQUEST_NULL;
-    return rc;
+    return req_status(rc);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -200,11 +229,15 @@ int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype st
     const char *call = "ptsc_sendrecv";
     size_t sbytes = 0, rbytes = 0;
     /* The context is resolved (ready, owner) once for both halves. */
-    int rc = start_check(&ctx, rbuf, rcount, rtype, src_rank, src_thread, rtag, 1, call, &rbytes);
+    int rc = ptsc__ctx_resolve(&ctx, call);
     if (rc == PTSC_OK)
-        rc = ptsc__check_buf(sbuf, scount, stype, call, &sbytes);
+        rc = ptsc__check_buf_side(sbuf, scount, stype, call, "send", &sbytes);
     if (rc == PTSC_OK)
         rc = check_peer(dest_rank, dest_thread, stag, 0, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__check_buf_side(rbuf, rcount, rtype, call, "receive", &rbytes);
+    if (rc == PTSC_OK)
+        rc = check_peer(src_rank, src_thread, rtag, 1, call);
     if (rc != PTSC_OK)
         return rc;
     ptsc_request_t r[2] = {PTSC_REQUEST_NULL, PTSC_REQUEST_NULL};
@@ -250,36 +283,178 @@ int ptsc_test_info(ptsc_request_t *req, int *done, ptsc_info_t *info)
     if (d)
         *req = PTSC_REQUEST_NULL;
     *done = d;
-    return rc;
+    return req_status(rc);
 }
 
 int ptsc_test(ptsc_request_t *req, int *done) { return ptsc_test_info(req, done, NULL); }
 
-int ptsc_waitall(int n, ptsc_request_t reqs[])
+/* An array of requests: a count, an array, every request the caller's own.
+ * `*ctx` gets the context of the first request (NULL when all are NULL). */
+static int check_req_array(int n, ptsc_request_t reqs[], const char *call, ptsc_ctx_t **ctx)
 {
-    int rc = ptsc__check_ready("ptsc_waitall");
+    int rc = ptsc__check_ready(call);
     if (rc != PTSC_OK)
         return rc;
     if (n < 0 || (n > 0 && !reqs))
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_waitall: %s",
-                         n < 0 ? "negative count" : "request array is NULL");
-    for (int i = 0; i < n; i++)
-        if ((rc = check_req_owner(&reqs[i], "ptsc_waitall")) != PTSC_OK)
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s", call, n < 0 ? "negative count" : "request array is NULL");
+    *ctx = NULL;
+    for (int i = 0; i < n; i++) {
+        if ((rc = check_req_owner(&reqs[i], call)) != PTSC_OK)
             return rc;
+        if (reqs[i] && !*ctx)
+            *ctx = ptsc__request_ctx(reqs[i]);
+    }
+    return PTSC_OK;
+}
+
+/* The first error among the requests an array call completes, with the
+ * index of its request in the detail; the others complete all the same. */
+typedef struct {
+    int rc;
+    char detail[PTSC__DETAIL_LEN];
+} first_err_t;
+
+static void note_err(first_err_t *f, int rc, const char *call, int i)
+{
+    if (rc != PTSC_OK && f->rc == PTSC_OK) {
+        f->rc = rc;
+        snprintf(f->detail, sizeof f->detail, "%s: request %d: %s", call, i, ptsc_last_error());
+    }
+}
+
+static int first_err(const first_err_t *f)
+{
+    if (f->rc != PTSC_OK)
+        ptsc__err_set_detail(f->detail);
+    return f->rc;
+}
+
+/* Complete request i of an array into `info` (may be NULL); a send's entry
+ * names no peer (-1) and carries only its status. */
+static int complete_one(ptsc_request_t *req, ptsc_info_t *info)
+{
+    if (info)
+        *info = (ptsc_info_t){-1, -1, -1, PTSC_OK, 0};
+    int rc = wait_checked(req, info);
+    if (info)
+        info->error = rc;
+    return rc;
+}
+
+int ptsc_waitall(int n, ptsc_request_t reqs[])
+{
+    ptsc_ctx_t *ctx;
+    int rc = check_req_array(n, reqs, "ptsc_waitall", &ctx);
+    if (rc != PTSC_OK)
+        return rc;
     /* Waiting on one request progresses all of the thread's requests, so the
      * order cannot deadlock; every request completes even after an error. */
-    int first = PTSC_OK;
-    char detail[PTSC__DETAIL_LEN] = "";
-    for (int i = 0; i < n; i++) {
-        rc = wait_checked(&reqs[i], NULL);
-        if (rc != PTSC_OK && first == PTSC_OK) {
-            first = rc;
-            snprintf(detail, sizeof detail, "ptsc_waitall: request %d: %s", i, ptsc_last_error());
-        }
+    first_err_t f = {PTSC_OK, ""};
+    for (int i = 0; i < n; i++)
+        note_err(&f, wait_checked(&reqs[i], NULL), "ptsc_waitall", i);
+    return first_err(&f);
+}
+
+int ptsc_waitany(int n, ptsc_request_t reqs[], int *index, ptsc_info_t *info)
+{
+    const char *call = "ptsc_waitany";
+    ptsc_ctx_t *ctx;
+    int rc = check_req_array(n, reqs, call, &ctx);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!index)
+        return ptsc__err(PTSC_ERR_ARG, "%s: index is NULL", call);
+    if (!ctx) {
+        *index = PTSC_UNDEFINED;
+        return PTSC_OK;
     }
-    if (first != PTSC_OK)
-        ptsc__err_set_detail(detail);
-    return first;
+    ptsc__wait_begin(ctx, call, PTSC__WAIT_ANY, -1, -1, -1, (size_t)n);
+    for (;;) {
+        int moved = ptsc__engine_progress(ctx);
+        for (int i = 0; i < n; i++)
+            if (reqs[i] && ptsc__engine_done(reqs[i])) {
+                ptsc__wait_end(ctx);
+                *index = i;
+                if ((rc = complete_one(&reqs[i], info)) != PTSC_OK) {
+                    first_err_t f = {PTSC_OK, ""};
+                    note_err(&f, rc, call, i);
+                    rc = first_err(&f);
+                }
+                return rc;
+            }
+        ptsc__engine_idle(ctx, moved);
+    }
+}
+
+int ptsc_testall(int n, ptsc_request_t reqs[], int *flag)
+{
+    const char *call = "ptsc_testall";
+    ptsc_ctx_t *ctx;
+    int rc = check_req_array(n, reqs, call, &ctx);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!flag)
+        return ptsc__err(PTSC_ERR_ARG, "%s: flag is NULL", call);
+    if (ctx)
+        ptsc__engine_progress(ctx);
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && !ptsc__engine_done(reqs[i])) {
+            *flag = 0; /* none is completed unless all are */
+            return PTSC_OK;
+        }
+    first_err_t f = {PTSC_OK, ""};
+    for (int i = 0; i < n; i++)
+        note_err(&f, wait_checked(&reqs[i], NULL), call, i);
+    *flag = 1;
+    return first_err(&f);
+}
+
+int ptsc_testsome(int n, ptsc_request_t reqs[], int *outcount, int indices[], ptsc_info_t infos[])
+{
+    const char *call = "ptsc_testsome";
+    ptsc_ctx_t *ctx;
+    int rc = check_req_array(n, reqs, call, &ctx);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!outcount || (n > 0 && !indices))
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s is NULL", call, outcount ? "indices" : "outcount");
+    if (!ctx) {
+        *outcount = PTSC_UNDEFINED;
+        return PTSC_OK;
+    }
+    ptsc__engine_progress(ctx);
+    first_err_t f = {PTSC_OK, ""};
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (reqs[i] && ptsc__engine_done(reqs[i])) {
+            indices[k] = i;
+            note_err(&f, complete_one(&reqs[i], infos ? &infos[k] : NULL), call, i);
+            k++;
+        }
+    *outcount = k;
+    return first_err(&f);
+}
+
+int ptsc_cancel(ptsc_request_t *req)
+{
+    int rc = check_req(req, "ptsc_cancel");
+    if (rc == PTSC_OK && *req)
+        ptsc__engine_cancel_mark(*req);
+    return rc;
+}
+
+int ptsc_request_free(ptsc_request_t *req)
+{
+    int rc = check_req(req, "ptsc_request_free");
+    if (rc != PTSC_OK || !*req)
+        return rc;
+    int kept = 0;
+    ptsc__engine_progress(ptsc__request_ctx(*req));
+    rc = ptsc__engine_free(*req, &kept, "ptsc_request_free");
+    if (kept)
+        return rc; /* a receive in flight: refused, the handle stays valid */
+    *req = PTSC_REQUEST_NULL;
+    return req_status(rc);
 }
 
 static int probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info,
@@ -288,7 +463,13 @@ static int probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc
     int rc = ptsc__ctx_resolve(&ctx, call);
     if (rc == PTSC_OK)
         rc = check_peer(rank, thread, tag, 1, call);
-    return rc != PTSC_OK ? rc : ptsc__engine_probe(ctx, rank, thread, tag, flag, info);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!flag)
+        ptsc__wait_begin(ctx, call, PTSC__WAIT_PROBE, rank, thread, tag, 0);
+    rc = ptsc__engine_probe(ctx, rank, thread, tag, flag, info);
+    ptsc__wait_end(ctx);
+    return rc;
 }
 
 int ptsc_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, ptsc_info_t *info)

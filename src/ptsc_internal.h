@@ -15,7 +15,9 @@
  *   engine.c   the transfer engine: protocol, requests, matching, progress
  *   p2p.c      point-to-point public calls over the engine
  *   coll.c     collectives over lanes
+ *   watchdog.c hang diagnostics (PTSC_TIMEOUT)
  *   omp.c      OpenMP helpers
+ *   world.c    collectives over every thread of every rank
  *   gpu_cuda.c / gpu_none.c   the GPU layer (one is built)
  */
 #ifndef PTSC_INTERNAL_H
@@ -72,7 +74,7 @@ typedef struct {
     int sync_check;  /* PTSC__CHECK_* */
     int stream;      /* ptsc_stream_kind_t */
     int comm;        /* PTSC__COMM_* */
-    int max_threads; /* 0: the OpenMP maximum */
+    int max_threads; /* 0: auto (ptsc__config_slots) */
     int device_map;  /* PTSC__MAP_* */
     int ndevlist;    /* entries of devlist when device_map is a list */
     int devlist[PTSC__MAX_DEVLIST];
@@ -86,6 +88,7 @@ typedef struct {
     int log;           /* PTSC__LOG_* */
     int stats;
     int print_config;
+    int timeout;                 /* PTSC_TIMEOUT seconds; 0: off */
     unsigned long long from_env; /* bit i: row i of the table was set in the environment */
 } ptsc__config_t;
 
@@ -106,6 +109,24 @@ const char *ptsc__config_accepts(int i, char *buf, size_t n);
 const char *ptsc__config_doc(int i);
 /* Log level in effect (read before init too, for early messages). */
 extern int ptsc__log_level;
+/* Thread slots per rank. PTSC_MAX_THREADS when set (max_threads > 0); auto
+ * is the largest of PTSC__SLOTS_FLOOR, omp_get_max_threads(), the product
+ * of the OMP_NUM_THREADS list and OMP_THREAD_LIMIT (0: unset) capped at
+ * PTSC__SLOTS_LIMIT_CAP, never above PTSC__MAX_THREADS_LIMIT. `source`
+ * (may be NULL) gets the input that decided, `why` (may be NULL) a line
+ * saying so. ptsc__config_slots_now reads the inputs of this process. */
+#define PTSC__SLOTS_FLOOR 16
+#define PTSC__SLOTS_LIMIT_CAP 256
+enum {
+    PTSC__SLOTS_SET = 0,
+    PTSC__SLOTS_BY_FLOOR,
+    PTSC__SLOTS_BY_OMP_MAX,
+    PTSC__SLOTS_BY_OMP_NUM,
+    PTSC__SLOTS_BY_OMP_LIMIT
+};
+int ptsc__config_slots(int max_threads, int omp_max, const char *omp_num_threads, int thread_limit,
+                       int *source, char *why, size_t n);
+int ptsc__config_slots_now(const ptsc__config_t *cfg, int *source, char *why, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Shared state                                                              */
@@ -158,6 +179,7 @@ struct ptsc_ctx {
      * started, and the number the program has not completed yet. */
     struct ptsc_request *active, *active_tail;
     int outstanding;
+    uint64_t idle_since;       /* ptsc__engine_idle: when the current idle stretch began (0: busy) */
     unsigned next_id;          /* ids of framed messages this thread sends */
     struct ptsc__stash *stash; /* probed, not yet received */
     ptsc__ring_t ring[2];      /* PTSC__RING_SEND, PTSC__RING_RECV (ring.c) */
@@ -252,6 +274,15 @@ void ptsc__lanes_coll_addr(int me, int rank, int tag, ptsc__addr_t *a);
 int ptsc__mpi_cuda_support(void);
 
 /* ------------------------------------------------------------------------ */
+/* world.c: collectives over every thread of every rank                      */
+/* ------------------------------------------------------------------------ */
+
+/* Its own communicator (a dup of `world`) and round state; init / finalize.
+ * Teardown is safe after a failed or no setup. */
+int ptsc__world_setup(MPI_Comm world);
+void ptsc__world_teardown(void);
+
+/* ------------------------------------------------------------------------ */
 /* sync.c: the scope policy                                                  */
 /* ------------------------------------------------------------------------ */
 
@@ -342,6 +373,8 @@ int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, ptsc__slot_t **slot);
  * completed (a copy is queued; the slot is reused only after it ran). */
 void ptsc__ring_put(ptsc__slot_t *slot);
 void ptsc__ring_put_after(ptsc__slot_t *slot);
+/* Free the slots whose queued copies completed (an event query each). */
+void ptsc__ring_reclaim(ptsc_ctx_t *ctx);
 /* Copy on the context's stream (memcpy without a device) and record the slot's event. */
 int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n);
 int ptsc__ring_done(ptsc__slot_t *slot, int *done);
@@ -359,8 +392,15 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
 /* Complete (blocking) or test a request; fills info for receives (may be NULL). */
 int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info);
 int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info);
-/* One progress pass over the context's requests in flight. */
-void ptsc__engine_progress(ptsc_ctx_t *ctx);
+/* One progress pass over the context's requests in flight; 1 when any moved. */
+int ptsc__engine_progress(ptsc_ctx_t *ctx);
+/* Every waiting loop of a thread calls this once per poll, with whether
+ * the poll moved anything: it spins for the first PTSC__SPIN_NS of an idle
+ * stretch and yields the core after that (engine.c). */
+#define PTSC__SPIN_NS 50000u
+void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved);
+/* Whether a request is complete (no progress made). */
+int ptsc__engine_done(const struct ptsc_request *r);
 /* Probe for a message; blocking unless `flag` is non-NULL. */
 int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info);
 /* Blocking send / receive without a request object where the path allows. */
@@ -370,6 +410,13 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
                       int thread, int tag, ptsc_info_t *info, const char *call);
 /* Cancel a receive just started (no message matched yet) or complete it. */
 int ptsc__engine_cancel(struct ptsc_request *r);
+/* ptsc_cancel: a receive no message matched completes with
+ * PTSC_ERR_CANCELLED; anything else is left to complete normally. */
+void ptsc__engine_cancel_mark(struct ptsc_request *r);
+/* ptsc_request_free: a complete request is completed (its status returned);
+ * a send in flight completes in the background; a receive in flight is
+ * refused (PTSC_ERR_PENDING, *kept = 1: the request stays valid). */
+int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call);
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r);
 /* Thread exit or finalize: complete what can complete, cancel receives no
  * message matched, free requests and stash. Returns how many were pending. */
@@ -421,10 +468,49 @@ int ptsc__gpu_event_sync(void *ev);
 /* Check a (buf, count, type) argument triple; *bytes = count * type size
  * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
 int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
+/* The same for one side of a call with two buffers: `side` ("send",
+ * "receive") prefixes the argument the detail names. */
+int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                         size_t *bytes);
 /* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
 int ptsc__type_is_contiguous(MPI_Datatype type);
 /* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
 int ptsc__check_contiguous(MPI_Datatype type, const char *call);
+
+/* ------------------------------------------------------------------------ */
+/* watchdog.c: hang diagnostics (PTSC_TIMEOUT)                               */
+/* ------------------------------------------------------------------------ */
+
+/* What the blocking call of a thread index waits for; written by the thread
+ * that owns the index, read by the watchdog thread. */
+enum { PTSC__WAIT_SEND = 0, PTSC__WAIT_RECV, PTSC__WAIT_PROBE, PTSC__WAIT_COLL, PTSC__WAIT_ANY };
+typedef struct {
+    _Atomic uint64_t since; /* ptsc__now_ns() when the wait began; 0: not waiting */
+    _Atomic(const char *) call;
+    atomic_int kind;         /* PTSC__WAIT_* */
+    atomic_int rank, thread; /* peer (rank -1: any rank; collectives: the root or -1) */
+    atomic_int tag;          /* -1 where none */
+    _Atomic size_t bytes;    /* PTSC__WAIT_ANY: the number of requests */
+} ptsc__wait_t;
+/* One record per thread index while PTSC_TIMEOUT is on; NULL otherwise. */
+extern ptsc__wait_t *ptsc__waits;
+void ptsc__wait_publish(int index, const char *call, int kind, int rank, int thread, int tag, size_t bytes);
+/* Around every blocking MPI call and wait loop; one branch when off. */
+static inline void ptsc__wait_begin(const ptsc_ctx_t *ctx, const char *call, int kind, int rank, int thread,
+                                    int tag, size_t bytes)
+{
+    if (ptsc__waits)
+        ptsc__wait_publish(ctx->index, call, kind, rank, thread, tag, bytes);
+}
+static inline void ptsc__wait_end(const ptsc_ctx_t *ctx)
+{
+    if (ptsc__waits)
+        atomic_store_explicit(&ptsc__waits[ctx->index].since, 0, memory_order_release);
+}
+/* Start the watchdog thread when PTSC_TIMEOUT is set (init); stop it and
+ * free the records (finalize, after every context is released). */
+int ptsc__watchdog_start(int nthreads);
+void ptsc__watchdog_stop(void);
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */

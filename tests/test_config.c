@@ -182,6 +182,89 @@ Test(config, max_threads_bad)
         load_bad("PTSC_MAX_THREADS", bad[i]);
 }
 
+/* PTSC_MAX_THREADS=auto: the largest of the floor, omp_get_max_threads(),
+ * the OMP_NUM_THREADS product and OMP_THREAD_LIMIT (capped), each input
+ * named when it decides. */
+static int slots_of(int max_threads, int omp_max, const char *num, int limit, int expect_source)
+{
+    char why[256] = "";
+    int source = -1;
+    int n = ptsc__config_slots(max_threads, omp_max, num, limit, &source, why, sizeof why);
+    cr_expect_eq(source, expect_source, "slots(%d, %d, %s, %d): source %d, expected %d (\"%s\")", max_threads,
+                 omp_max, num ? num : "NULL", limit, source, expect_source, why);
+    static const char *const names[] = {"PTSC_MAX_THREADS", "floor", "omp_get_max_threads()",
+                                        "OMP_NUM_THREADS", "OMP_THREAD_LIMIT"};
+    cr_expect(strstr(why, names[expect_source]) != NULL, "why \"%s\" does not name %s", why,
+              names[expect_source]);
+    return n;
+}
+
+Test(config, slots_set_wins)
+{
+    cr_expect_eq(slots_of(3, 64, "32", 128, PTSC__SLOTS_SET), 3, "PTSC_MAX_THREADS=3 must be used as is");
+    cr_expect_eq(slots_of(1, 2, NULL, 0, PTSC__SLOTS_SET), 1);
+    cr_expect_eq(slots_of(PTSC__MAX_THREADS_LIMIT, 2, NULL, 0, PTSC__SLOTS_SET), PTSC__MAX_THREADS_LIMIT);
+}
+
+Test(config, slots_floor_covers_small_machines)
+{
+    /* 2 cores, nothing set: a num_threads(4) region must still find slots. */
+    int n = slots_of(0, 2, NULL, 0, PTSC__SLOTS_BY_FLOOR);
+    cr_expect_eq(n, PTSC__SLOTS_FLOOR);
+    cr_expect_geq(n, 4, "the default leaves a num_threads(4) region on 2 cores without slots");
+    cr_expect_eq(slots_of(0, 1, "8", 0, PTSC__SLOTS_BY_FLOOR), PTSC__SLOTS_FLOOR);
+    cr_expect_eq(slots_of(0, 2, NULL, 8, PTSC__SLOTS_BY_FLOOR), PTSC__SLOTS_FLOOR);
+}
+
+Test(config, slots_follow_omp)
+{
+    cr_expect_eq(slots_of(0, 48, NULL, 0, PTSC__SLOTS_BY_OMP_MAX), 48);
+    cr_expect_eq(slots_of(0, PTSC__SLOTS_FLOOR, NULL, 0, PTSC__SLOTS_BY_OMP_MAX), PTSC__SLOTS_FLOOR);
+    cr_expect_eq(slots_of(0, 32, "32", 0, PTSC__SLOTS_BY_OMP_NUM), 32, "a tie names OMP_NUM_THREADS");
+    cr_expect_eq(slots_of(0, 2, "24", 0, PTSC__SLOTS_BY_OMP_NUM), 24);
+    /* A list is one entry per nesting level: nested teams need the product. */
+    cr_expect_eq(slots_of(0, 8, "8,4", 0, PTSC__SLOTS_BY_OMP_NUM), 32);
+    cr_expect_eq(slots_of(0, 8, " 8 , 3 ", 0, PTSC__SLOTS_BY_OMP_NUM), 24);
+    cr_expect_eq(slots_of(0, 8, "64,64,64", 0, PTSC__SLOTS_BY_OMP_NUM), PTSC__MAX_THREADS_LIMIT,
+                 "the product must stop at the slot limit");
+    cr_expect_eq(slots_of(0, 2, "99999999999", 0, PTSC__SLOTS_BY_OMP_NUM), PTSC__MAX_THREADS_LIMIT);
+}
+
+Test(config, slots_thread_limit_is_capped)
+{
+    cr_expect_eq(slots_of(0, 2, NULL, 100, PTSC__SLOTS_BY_OMP_LIMIT), 100);
+    cr_expect_eq(slots_of(0, 2, NULL, 1 << 30, PTSC__SLOTS_BY_OMP_LIMIT), PTSC__SLOTS_LIMIT_CAP);
+    cr_expect_eq(slots_of(0, 300, NULL, 1 << 30, PTSC__SLOTS_BY_OMP_MAX), 300);
+    cr_expect_eq(slots_of(0, 2, "512", 1 << 30, PTSC__SLOTS_BY_OMP_NUM), 512);
+}
+
+Test(config, slots_ignore_malformed_omp_num_threads)
+{
+    const char *bad[] = {"", "x", "4x", "0", "-4", "4,", ",4", "4,,2", "4,0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char why[256] = "";
+        int n = ptsc__config_slots(0, 2, bad[i], 0, NULL, why, sizeof why);
+        cr_expect_eq(n, PTSC__SLOTS_FLOOR, "OMP_NUM_THREADS=\"%s\" gave %d slots", bad[i], n);
+        cr_expect(strstr(why, "ignored") != NULL, "OMP_NUM_THREADS=\"%s\": why \"%s\" lacks \"ignored\"",
+                  bad[i], why);
+    }
+}
+
+Test(config, slots_now_reads_the_environment)
+{
+    ptsc__config_t cfg;
+    setenv("OMP_NUM_THREADS", "40", 1);
+    PTSC_ASSERT_OK(ptsc__config_load(&cfg));
+    int source = -1;
+    cr_expect_eq(ptsc__config_slots_now(&cfg, &source, NULL, 0), 40);
+    cr_expect_eq(source, PTSC__SLOTS_BY_OMP_NUM);
+    setenv("PTSC_MAX_THREADS", "5", 1);
+    PTSC_ASSERT_OK(ptsc__config_load(&cfg));
+    cr_expect_eq(ptsc__config_slots_now(&cfg, &source, NULL, 0), 5);
+    cr_expect_eq(source, PTSC__SLOTS_SET);
+    unsetenv("OMP_NUM_THREADS");
+}
+
 Test(config, staging_chunk_units)
 {
     static const struct {

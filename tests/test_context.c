@@ -64,15 +64,42 @@ Test(context, init_and_finalize)
     cr_expect_eq(fin, 1, "ptsc_finalize did not finalise the MPI that ptsc_init started");
 }
 
-Test(context, max_threads_auto_is_omp_max)
+/* PTSC_MAX_THREADS=auto: omp_get_max_threads() where it is larger than the
+ * floor of 16 slots (tests/test_config.c covers the whole rule). */
+Test(context, max_threads_auto_follows_omp_max)
 {
     setenv("PTSC_MAX_THREADS", "auto", 1);
-    omp_set_num_threads(3);
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("OMP_THREAD_LIMIT");
+    omp_set_num_threads(24);
     PTSC_ASSERT_OK(ptsc_init(NULL, NULL));
     int n = -1;
     PTSC_ASSERT_OK(ptsc_size(NULL, &n));
-    cr_expect_eq(n, omp_get_max_threads(), "PTSC_MAX_THREADS=auto gave %d slots, omp_get_max_threads() is %d",
-                 n, omp_get_max_threads());
+    cr_expect_eq(n, 24, "PTSC_MAX_THREADS=auto gave %d slots, omp_get_max_threads() is %d", n,
+                 omp_get_max_threads());
+    ptsc_test_finalize();
+}
+
+/* The default covers a region wider than omp_get_max_threads(), such as
+ * num_threads(4) on a 2-core machine: every thread attaches. */
+Test(context, max_threads_auto_covers_wider_region)
+{
+    unsetenv("OMP_NUM_THREADS");
+    unsetenv("OMP_THREAD_LIMIT");
+    omp_set_num_threads(2);
+    PTSC_ASSERT_OK(ptsc_init(NULL, NULL));
+    int n = -1, ok = 0, seen = 0;
+    PTSC_ASSERT_OK(ptsc_size(NULL, &n));
+    cr_expect_eq(n, 16, "PTSC_MAX_THREADS=auto with omp_get_max_threads() 2 gave %d slots", n);
+#pragma omp parallel num_threads(4) reduction(+ : ok, seen)
+    {
+        ptsc_ctx_t *ctx = NULL;
+        seen = 1;
+        if (ptsc_omp_attach(&ctx) == PTSC_OK && ptsc_thread_detach() == PTSC_OK)
+            ok = 1;
+    }
+    cr_expect_eq(seen, 4, "OpenMP gave %d threads of 4", seen);
+    cr_expect_eq(ok, seen, "%d of %d threads of a num_threads(4) region attached", ok, seen);
     ptsc_test_finalize();
 }
 

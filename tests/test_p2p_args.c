@@ -2,6 +2,8 @@
  * returns its status with a detail, writes no output and sends nothing. */
 #include "test_util.h"
 
+#include <pthread.h>
+
 TestSuite(p2p_args, .init = ptsc_test_clean_env, .timeout = 60);
 
 static ptsc_ctx_t *ctx;
@@ -226,6 +228,186 @@ Test(p2p_args, one_rank_collectives_compute, .init = setup, .fini = teardown)
     memset(r, 0, sizeof r);
     PTSC_ASSERT_OK(ptsc_alltoall(ctx, v, 1, MPI_INT, r, 1, MPI_INT));
     cr_expect_eq(r[0], 4);
+}
+
+Test(p2p_args, request_array_calls, .init = setup, .fini = teardown)
+{
+    ptsc_request_t rs[3] = {PTSC_REQUEST_NULL, PTSC_REQUEST_NULL, PTSC_REQUEST_NULL};
+    int index = -5, flag = -5, outcount = -5, idx[3] = {-5, -5, -5};
+    ptsc_info_t info;
+    PTSC_ASSERT_ERR(ptsc_waitany(1, NULL, &index, &info), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_waitany(-1, rs, &index, &info), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_waitany(3, rs, NULL, &info), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testall(1, NULL, &flag), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testall(-1, rs, &flag), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testall(3, rs, NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testsome(1, NULL, &outcount, idx, NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testsome(-1, rs, &outcount, idx, NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testsome(3, rs, NULL, idx, NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_testsome(3, rs, &outcount, NULL, NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_cancel(NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_request_free(NULL), PTSC_ERR_ARG);
+    cr_expect(index == -5 && flag == -5 && outcount == -5 && idx[0] == -5, "a refused call wrote an output");
+    /* All NULL: PTSC_UNDEFINED, and nothing to do. */
+    PTSC_ASSERT_OK(ptsc_waitany(3, rs, &index, NULL));
+    cr_expect_eq(index, PTSC_UNDEFINED);
+    PTSC_ASSERT_OK(ptsc_waitany(0, NULL, &index, NULL));
+    cr_expect_eq(index, PTSC_UNDEFINED);
+    PTSC_ASSERT_OK(ptsc_testsome(3, rs, &outcount, idx, NULL));
+    cr_expect_eq(outcount, PTSC_UNDEFINED);
+    PTSC_ASSERT_OK(ptsc_testall(3, rs, &flag));
+    cr_expect_eq(flag, 1);
+    PTSC_ASSERT_OK(ptsc_cancel(&rs[0]));
+    PTSC_ASSERT_OK(ptsc_request_free(&rs[0]));
+    expect_no_traffic();
+}
+
+/* Requests of another thread are refused by every array call. */
+static void *other_thread_req(void *arg)
+{
+    ptsc_request_t *r = arg;
+    int index, flag, outcount, idx[1];
+    ptsc_request_t mine[1] = {*r};
+    ptsc_thread_attach(1, NULL);
+    cr_expect_eq(ptsc_waitany(1, mine, &index, NULL), PTSC_ERR_WRONG_THREAD);
+    cr_expect_eq(ptsc_testall(1, mine, &flag), PTSC_ERR_WRONG_THREAD);
+    cr_expect_eq(ptsc_testsome(1, mine, &outcount, idx, NULL), PTSC_ERR_WRONG_THREAD);
+    cr_expect_eq(ptsc_cancel(&mine[0]), PTSC_ERR_WRONG_THREAD);
+    cr_expect_eq(ptsc_request_free(&mine[0]), PTSC_ERR_WRONG_THREAD);
+    cr_expect_eq(mine[0], *r, "a refused call changed the handle");
+    ptsc_thread_detach();
+    return NULL;
+}
+
+Test(p2p_args, request_calls_wrong_thread, .init = setup, .fini = teardown)
+{
+    int in = -1, out = 42;
+    ptsc_request_t r;
+    PTSC_ASSERT_OK(ptsc_irecv(ctx, &in, 1, MPI_INT, 0, 0, 3, &r));
+    pthread_t th;
+    pthread_create(&th, NULL, other_thread_req, &r);
+    pthread_join(th, NULL);
+    PTSC_ASSERT_OK(ptsc_send(ctx, &out, 1, MPI_INT, 0, 0, 3));
+    PTSC_ASSERT_OK(ptsc_wait(&r));
+    cr_expect_eq(in, 42);
+}
+
+/* Cancel: an unmatched receive completes cancelled and its message goes to
+ * the next receive; a send completes normally. Free: a receive in flight is
+ * refused, a send is completed in the background. */
+Test(p2p_args, cancel_and_free, .init = setup, .fini = teardown)
+{
+    int in = -1, out = 7, out2 = 8;
+    ptsc_request_t r, s;
+    ptsc_info_t info;
+    PTSC_ASSERT_OK(ptsc_irecv(ctx, &in, 1, MPI_INT, 0, 0, 9, &r));
+    PTSC_ASSERT_OK(ptsc_cancel(&r));
+    cr_expect_neq(r, PTSC_REQUEST_NULL, "ptsc_cancel reset the handle");
+    PTSC_ASSERT_ERR(ptsc_wait_info(&r, &info), PTSC_ERR_CANCELLED);
+    cr_expect_eq(r, PTSC_REQUEST_NULL);
+    cr_expect_eq(info.error, PTSC_ERR_CANCELLED);
+    cr_expect_eq(in, -1, "a cancelled receive wrote its buffer");
+    PTSC_ASSERT_OK(ptsc_isend(ctx, &out, 1, MPI_INT, 0, 0, 9, &s));
+    PTSC_ASSERT_OK(ptsc_cancel(&s));
+    PTSC_ASSERT_OK(ptsc_recv(ctx, &in, 1, MPI_INT, 0, 0, 9));
+    cr_expect_eq(in, 7, "the message after a cancelled receive: %d", in);
+    PTSC_ASSERT_OK(ptsc_wait(&s));
+
+    in = -1;
+    PTSC_ASSERT_OK(ptsc_irecv(ctx, &in, 1, MPI_INT, 0, 0, 10, &r));
+    PTSC_ASSERT_ERR(ptsc_request_free(&r), PTSC_ERR_PENDING);
+    cr_assert_neq(r, PTSC_REQUEST_NULL, "a refused free reset the handle");
+    PTSC_ASSERT_OK(ptsc_isend(ctx, &out2, 1, MPI_INT, 0, 0, 10, &s));
+    PTSC_ASSERT_OK(ptsc_request_free(&s));
+    cr_expect_eq(s, PTSC_REQUEST_NULL);
+    PTSC_ASSERT_OK(ptsc_wait(&r));
+    cr_expect_eq(in, 8);
+    /* A cancelled receive reported by waitall and testsome, with its index. */
+    ptsc_request_t rs[2] = {PTSC_REQUEST_NULL, PTSC_REQUEST_NULL};
+    PTSC_ASSERT_OK(ptsc_irecv(ctx, &in, 1, MPI_INT, 0, 0, 11, &rs[1]));
+    PTSC_ASSERT_OK(ptsc_cancel(&rs[1]));
+    int outcount = -1, idx[2] = {-1, -1};
+    ptsc_info_t infos[2];
+    PTSC_ASSERT_ERR(ptsc_testsome(2, rs, &outcount, idx, infos), PTSC_ERR_CANCELLED);
+    cr_expect(outcount == 1 && idx[0] == 1 && infos[0].error == PTSC_ERR_CANCELLED,
+              "testsome of a cancelled receive: outcount %d index %d error %d", outcount, idx[0],
+              infos[0].error);
+    cr_expect(strstr(ptsc_last_error(), "request 1") != NULL, "detail does not name the request: %s",
+              ptsc_last_error());
+}
+
+Test(p2p_args, gather_scatter_and_v, .init = setup, .fini = teardown)
+{
+    int c[1] = {1}, d[1] = {0}, neg[1] = {-1};
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, NULL, 1, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, 1, MPI_INT, NULL, 1, MPI_INT, 0), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, -1, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 1), PTSC_ERR_RANK);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, -1), PTSC_ERR_RANK);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, 1, MPI_DATATYPE_NULL, rbuf, 1, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_gather(ctx, buf, 1, MPI_INT, MPI_IN_PLACE, 1, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_scatter(ctx, NULL, 1, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_scatter(ctx, buf, 1, MPI_INT, rbuf, -1, MPI_INT, 0), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_scatter(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 1), PTSC_ERR_RANK);
+    PTSC_ASSERT_ERR(ptsc_scatter(ctx, MPI_IN_PLACE, 1, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, rbuf, NULL, d, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, rbuf, c, NULL, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, rbuf, neg, d, MPI_INT, 0), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, rbuf, c, neg, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, NULL, c, d, MPI_INT, 0), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_gatherv(ctx, buf, 1, MPI_INT, rbuf, c, d, MPI_INT, 1), PTSC_ERR_RANK);
+    PTSC_ASSERT_ERR(ptsc_scatterv(ctx, buf, NULL, d, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_scatterv(ctx, buf, neg, d, MPI_INT, rbuf, 1, MPI_INT, 0), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_scatterv(ctx, buf, c, d, MPI_INT, rbuf, 1, MPI_DATATYPE_NULL, 0), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_allgatherv(ctx, buf, 1, MPI_INT, rbuf, NULL, d, MPI_INT), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_allgatherv(ctx, buf, -1, MPI_INT, rbuf, c, d, MPI_INT), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_allgatherv(ctx, NULL, 1, MPI_INT, rbuf, c, d, MPI_INT), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_alltoallv(ctx, buf, c, NULL, MPI_INT, rbuf, c, d, MPI_INT), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_alltoallv(ctx, buf, c, d, MPI_INT, rbuf, neg, d, MPI_INT), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_alltoallv(ctx, buf, c, d, MPI_INT, NULL, c, d, MPI_INT), PTSC_ERR_NULL_BUFFER);
+    expect_no_traffic();
+}
+
+Test(p2p_args, scan_exscan_reduce_scatter_block, .init = setup, .fini = teardown)
+{
+    PTSC_ASSERT_ERR(ptsc_scan(ctx, NULL, rbuf, 1, MPI_INT, MPI_SUM), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_scan(ctx, buf, NULL, 1, MPI_INT, MPI_SUM), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_scan(ctx, buf, rbuf, -1, MPI_INT, MPI_SUM), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_scan(ctx, buf, rbuf, 1, MPI_INT, MPI_OP_NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_exscan(ctx, buf, rbuf, 1, MPI_DATATYPE_NULL, MPI_SUM), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_exscan(ctx, buf, NULL, 1, MPI_INT, MPI_SUM), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_exscan(ctx, buf, rbuf, 1, MPI_INT, MPI_OP_NULL), PTSC_ERR_ARG);
+    PTSC_ASSERT_ERR(ptsc_reduce_scatter_block(ctx, NULL, rbuf, 1, MPI_INT, MPI_SUM), PTSC_ERR_NULL_BUFFER);
+    PTSC_ASSERT_ERR(ptsc_reduce_scatter_block(ctx, buf, rbuf, -1, MPI_INT, MPI_SUM), PTSC_ERR_COUNT);
+    PTSC_ASSERT_ERR(ptsc_reduce_scatter_block(ctx, buf, rbuf, 1, MPI_INT, MPI_OP_NULL), PTSC_ERR_ARG);
+    expect_no_traffic();
+}
+
+Test(p2p_args, one_rank_new_collectives_compute, .init = setup, .fini = teardown)
+{
+    int v[3] = {4, 5, 6}, r[4] = {0, 0, 0, -1}, c[1] = {2}, d[1] = {1};
+    PTSC_ASSERT_OK(ptsc_gather(ctx, v, 2, MPI_INT, r, 2, MPI_INT, 0));
+    cr_expect(r[0] == 4 && r[1] == 5, "gather gave %d %d", r[0], r[1]);
+    memset(r, 0, sizeof r);
+    PTSC_ASSERT_OK(ptsc_scatter(ctx, v, 3, MPI_INT, r, 3, MPI_INT, 0));
+    cr_expect(r[0] == 4 && r[2] == 6, "scatter gave %d %d", r[0], r[2]);
+    memset(r, 0, sizeof r);
+    PTSC_ASSERT_OK(ptsc_gatherv(ctx, v, 2, MPI_INT, r, c, d, MPI_INT, 0));
+    cr_expect(r[0] == 0 && r[1] == 4 && r[2] == 5, "gatherv gave %d %d %d", r[0], r[1], r[2]);
+    memset(r, 0, sizeof r);
+    PTSC_ASSERT_OK(ptsc_allgatherv(ctx, v, 2, MPI_INT, r, c, d, MPI_INT));
+    cr_expect(r[0] == 0 && r[1] == 4 && r[2] == 5, "allgatherv gave %d %d %d", r[0], r[1], r[2]);
+    memset(r, 0, sizeof r);
+    PTSC_ASSERT_OK(ptsc_scatterv(ctx, v, c, d, MPI_INT, r, 2, MPI_INT, 0));
+    cr_expect(r[0] == 5 && r[1] == 6, "scatterv gave %d %d", r[0], r[1]);
+    memset(r, 0, sizeof r);
+    PTSC_ASSERT_OK(ptsc_alltoallv(ctx, v, c, d, MPI_INT, r, c, d, MPI_INT));
+    cr_expect(r[0] == 0 && r[1] == 5 && r[2] == 6, "alltoallv gave %d %d %d", r[0], r[1], r[2]);
+    PTSC_ASSERT_OK(ptsc_scan(ctx, v, r, 3, MPI_INT, MPI_SUM));
+    cr_expect(r[0] == 4 && r[2] == 6, "scan gave %d %d", r[0], r[2]);
+    PTSC_ASSERT_OK(ptsc_exscan(ctx, v, r, 3, MPI_INT, MPI_SUM));
+    PTSC_ASSERT_OK(ptsc_reduce_scatter_block(ctx, v, r, 3, MPI_INT, MPI_SUM));
+    cr_expect(r[0] == 4 && r[2] == 6, "reduce_scatter_block gave %d %d", r[0], r[2]);
 }
 
 /* MPI initialised by the program below MPI_THREAD_MULTIPLE: ptsc refuses. */

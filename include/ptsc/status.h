@@ -34,7 +34,9 @@
     X(PTSC_ERR_TRUNCATE, -23, "message size does not match the receive buffer")         \
     X(PTSC_ERR_NO_DEVICE, -24, "no CUDA device available")                              \
     X(PTSC_ERR_INTERNAL, -25, "internal error")                                         \
-    X(PTSC_ERR_PENDING, -26, "requests of the thread are still in flight")
+    X(PTSC_ERR_PENDING, -26, "requests of the thread are still in flight")              \
+    X(PTSC_ERR_CANCELLED, -27, "receive cancelled before a message matched it")         \
+    X(PTSC_ERR_MISMATCH, -28, "world collective: participants disagree or one failed")
 
 /** Status returned by every ptsc call: PTSC_OK (0) or a negative error. */
 typedef enum {
@@ -44,6 +46,6 @@ typedef enum {
 } ptsc_status_t;
 
 /** Number of status codes (PTSC_OK included); codes are 0 .. -(PTSC_STATUS_COUNT-1). */
-#define PTSC_STATUS_COUNT 27
+#define PTSC_STATUS_COUNT 29
 
 #endif /* PTSC_STATUS_H */

@@ -6,7 +6,8 @@
  *
  *   ptsc-info              build features, runtime findings, configuration,
  *                          and every PTSC_* variable with its documentation
- *   ptsc-info -c           the effective configuration only
+ *   ptsc-info -c           the effective configuration only, and the number
+ *                          of thread slots with the input that decided it
  *   ptsc-info --markdown   docs/ENV.md, generated from the table
  *
  * It runs as a singleton MPI process (no mpiexec needed). A bad PTSC_*
@@ -144,8 +145,11 @@ int main(int argc, char **argv)
     ptsc__config_warn_unknown();
 
     if (mode == MODE_CONFIG) {
+        char why[256];
+        int slots = ptsc__config_slots_now(&cfg, NULL, why, sizeof why);
         printf("Configuration (value, source):\n");
         ptsc__config_print(&cfg, stdout);
+        printf("Thread slots per rank: %d, %s\n", slots, why);
         return 0;
     }
 
@@ -198,6 +202,11 @@ int main(int argc, char **argv)
     printf("\nRuntime:\n");
     printf("  %-34s %d rank(s), %d thread slot(s) per rank, tag max %d\n", "processes:", nranks, nthreads,
            tag_max);
+    {
+        char why[256];
+        ptsc__config_slots_now(&ptsc__g.cfg, NULL, why, sizeof why);
+        printf("  %-34s %d, %s\n", "thread slots (PTSC_MAX_THREADS):", nthreads, why);
+    }
     printf("  %-34s %s\n", "MPI CUDA-aware (run time):",
            mpi_cuda > 0    ? "yes (MPIX_Query_cuda_support)"
            : mpi_cuda == 0 ? "no (MPIX_Query_cuda_support)"
