@@ -71,7 +71,9 @@ static int cbuf_in(ptsc_ctx_t *ctx, const void *buf, size_t bytes, MPI_Datatype 
     c->wire = c->sb->host;
     if (copy_in) {
         ctx->stats.staged_bytes += bytes;
+        ptsc__nvtx_push_copy(1, bytes);
         rc = ptsc__gpu_copy_async(c->wire, buf, bytes, ctx->stream);
+        ptsc__nvtx_pop();
     }
     return rc;
 }
@@ -91,7 +93,9 @@ static int cbuf_out(ptsc_ctx_t *ctx, cbuf_t *c, int copy_out, int rc)
     int out = rc == PTSC_OK && copy_out;
     if (out) {
         ctx->stats.staged_bytes += c->bytes;
+        ptsc__nvtx_push_copy(0, c->bytes);
         rc = ptsc__gpu_copy_async((void *)c->user, c->wire, c->bytes, ctx->stream);
+        ptsc__nvtx_pop();
     }
     int rrc = ptsc__stage_release(ctx, c->sb, out);
     c->sb = NULL;
@@ -409,9 +413,11 @@ int ptsc_barrier(ptsc_ctx_t *ctx)
         return rc;
     int me = ctx->index;
     ctx->stats.collectives++;
+    ptsc__nvtx_push("ptsc_barrier");
     ptsc__wait_begin(ctx, "ptsc_barrier", PTSC__WAIT_COLL, -1, -1, -1, 0);
     rc = shared_mode() ? p_barrier(me) : MPI_Barrier(ptsc__lanes_coll_comm(me));
     ptsc__wait_end(ctx);
+    ptsc__nvtx_pop();
     return mpi_rc(rc, "ptsc_barrier");
 }
 
@@ -433,11 +439,13 @@ int ptsc_bcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int roo
     if (rc == PTSC_OK)
         rc = cbuf_ready(ctx, &b, NULL);
     if (rc == PTSC_OK) {
+        ptsc__nvtx_push("%s root %d %zu B", call, root, bytes);
         ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, root, -1, -1, bytes);
         rc = mpi_rc(shared_mode() ? p_bcast(me, b.wire, count, type, root)
                                   : MPI_Bcast(b.wire, count, type, root, ptsc__lanes_coll_comm(me)),
                     call);
         ptsc__wait_end(ctx);
+        ptsc__nvtx_pop();
     }
     return cbuf_out(ctx, &b, !is_root, rc);
 }
@@ -494,6 +502,7 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
         MPI_Comm comm = ptsc__lanes_coll_comm(me);
         const void *sw = in_place ? MPI_IN_PLACE : s.wire;
         int mrc = MPI_SUCCESS;
+        ptsc__nvtx_push("%s %zu B", call, in_place ? rbytes : sbytes);
         ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, kind == K_REDUCE ? root : -1, -1, -1,
                          in_place ? rbytes : sbytes);
         if (!shared_mode()) {
@@ -528,6 +537,7 @@ static int reduce_common(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int coun
                 mrc = p_bcast(me, r.wire, count, type, 0);
         }
         ptsc__wait_end(ctx);
+        ptsc__nvtx_pop();
         rc = mpi_rc(mrc, call);
     }
     rc = cbuf_out(ctx, &s, 0, rc);
@@ -650,6 +660,7 @@ static int exchange_common(ptsc_ctx_t *ctx, int kind, int v, int root, const xsi
         void *sw = s_in_place ? MPI_IN_PLACE : s.wire, *rw = r_in_place ? MPI_IN_PLACE : r.wire;
         MPI_Comm comm = ptsc__lanes_coll_comm(me);
         int mrc;
+        ptsc__nvtx_push("%s %zu B", call, sends ? sbytes : rbytes);
         ptsc__wait_begin(ctx, call, PTSC__WAIT_COLL, rooted ? root : -1, -1, -1, sends ? sbytes : rbytes);
         if (shared_mode()) {
             int to = kind == X_GATHER ? root : PEER_ALL, from = kind == X_SCATTER ? root : PEER_ALL;
@@ -664,6 +675,11 @@ static int exchange_common(ptsc_ctx_t *ctx, int kind, int v, int root, const xsi
         } else if (kind == X_SCATTER) {
             mrc = v ? MPI_Scatterv(sw, sx->counts, sx->displs, sx->type, rw, rx->count, rx->type, root, comm)
                     : MPI_Scatter(sw, sx->count, sx->type, rw, rx->count, rx->type, root, comm);
+        } else if (kind == X_ALLGATHER && v && ptsc__g.nranks == 1) {
+            /* MPICH 4.0.2's MPI_Allgatherv on one process writes at
+             * displacement 0 whatever displs says; a gatherv to the only
+             * rank means the same and is right there. */
+            mrc = MPI_Gatherv(sw, sx->count, sx->type, rw, rx->counts, rx->displs, rx->type, 0, comm);
         } else if (kind == X_ALLGATHER) {
             mrc = v ? MPI_Allgatherv(sw, sx->count, sx->type, rw, rx->counts, rx->displs, rx->type, comm)
                     : MPI_Allgather(sw, sx->count, sx->type, rw, rx->count, rx->type, comm);
@@ -673,6 +689,7 @@ static int exchange_common(ptsc_ctx_t *ctx, int kind, int v, int root, const xsi
                     : MPI_Alltoall(sw, sx->count, sx->type, rw, rx->count, rx->type, comm);
         }
         ptsc__wait_end(ctx);
+        ptsc__nvtx_pop();
         rc = mpi_rc(mrc, call);
     }
     rc = cbuf_out(ctx, &s, 0, rc);

@@ -99,6 +99,11 @@ static const var_t vars[] = {
      "Hang diagnostics, in seconds (0: off). A blocking call (receive, send, probe, wait, collective) that "
      "waits longer prints once to stderr what it waits for: call, peer rank and thread, tag, bytes and for "
      "how long. The call goes on waiting. A watchdog thread does this; off, it costs nothing."},
+    {"PTSC_NVTX", "0", VAR_BOOL, FIELD(nvtx), NULL, 0, 0,
+     "NVTX ranges for Nsight Systems (nsys profile): syncs (\"sync thread\"), staging copies (\"stage D2H "
+     "64 KiB\"), the blocking part of each point-to-point message (\"ptsc_send r1 t3 tag 7 64 KiB "
+     "staged\") and collectives, in the ptsc domain; attached threads are named \"ptsc r0 t3\". Needs "
+     "the CUDA layer (NVTX 3 from the toolkit, no library). Off, a range costs one branch."},
 };
 
 #define NVARS ((int)(sizeof vars / sizeof vars[0]))

@@ -218,6 +218,7 @@ static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
     }
     pthread_setspecific(ptsc__g.key, ctx);
     ptsc__tls()->ctx = ctx;
+    ptsc__nvtx_name_thread(index);
     ptsc__log(PTSC__LOG_DEBUG, "attached thread %d (device %d%s)", index, ctx->device,
               lazy ? ", lazily" : "");
     if (out)

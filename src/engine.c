@@ -1071,12 +1071,14 @@ void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
 int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
+    ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
     if (r->state != R_DONE)
         ptsc__wait_begin(ctx, r->call, r->is_recv ? PTSC__WAIT_RECV : PTSC__WAIT_SEND, r->rank, r->thread,
                          r->tag, r->bytes);
     while (r->state != R_DONE)
         ptsc__engine_idle(ctx, progress_pass(ctx));
     ptsc__wait_end(ctx);
+    ptsc__nvtx_pop();
     return complete(r, info);
 }
 
@@ -1144,9 +1146,11 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
                 return rc;
             ptsc__addr_t a;
             ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
+            ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, 0);
             ptsc__wait_begin(ctx, call, PTSC__WAIT_SEND, rank, thread, tag, bytes);
             int mrc = MPI_Send(buf, count, type, a.rank, a.tag, a.comm);
             ptsc__wait_end(ctx);
+            ptsc__nvtx_pop();
             if (mrc != MPI_SUCCESS)
                 return ptsc__err_mpi(mrc, call);
             ctx->stats.sends++;
@@ -1202,11 +1206,13 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
             MPI_Message msg = MPI_MESSAGE_NULL;
             ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
             int mrc = MPI_SUCCESS;
+            ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, 0);
             ptsc__wait_begin(ctx, call, PTSC__WAIT_RECV, rank, thread, tag, bytes);
             if (guarded()) {
                 mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
                 if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes) {
                     ptsc__wait_end(ctx);
+                    ptsc__nvtx_pop();
                     return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info,
                                         call);
                 }
@@ -1215,6 +1221,7 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
                 mrc = guarded() ? MPI_Mrecv(buf, count, type, &msg, &st)
                                 : MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
             ptsc__wait_end(ctx);
+            ptsc__nvtx_pop();
             ctx->stats.recvs++;
             if (mrc != MPI_SUCCESS) {
                 rc = mpi_status(mrc, call);

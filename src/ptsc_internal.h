@@ -18,6 +18,7 @@
  *   watchdog.c hang diagnostics (PTSC_TIMEOUT)
  *   omp.c      OpenMP helpers
  *   world.c    collectives over every thread of every rank
+ *   nvtx.c     NVTX ranges for Nsight Systems (PTSC_NVTX)
  *   gpu_cuda.c / gpu_none.c   the GPU layer (one is built)
  */
 #ifndef PTSC_INTERNAL_H
@@ -89,6 +90,7 @@ typedef struct {
     int stats;
     int print_config;
     int timeout;                 /* PTSC_TIMEOUT seconds; 0: off */
+    int nvtx;                    /* PTSC_NVTX: NVTX ranges (nvtx.c) */
     unsigned long long from_env; /* bit i: row i of the table was set in the environment */
 } ptsc__config_t;
 
@@ -511,6 +513,60 @@ static inline void ptsc__wait_end(const ptsc_ctx_t *ctx)
  * free the records (finalize, after every context is released). */
 int ptsc__watchdog_start(int nthreads);
 void ptsc__watchdog_stop(void);
+
+/* ------------------------------------------------------------------------ */
+/* nvtx.c: NVTX ranges (PTSC_NVTX)                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Off, each of these is one branch on the flag: arguments are not even
+ * evaluated. Every push is matched by a pop on the same thread. */
+void ptsc__nvtx_push_on(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ptsc__nvtx_push_msg_on(const char *call, int rank, int thread, int tag, size_t bytes, int staged);
+void ptsc__nvtx_push_copy_on(int to_host, size_t bytes);
+void ptsc__nvtx_pop_on(void);
+void ptsc__nvtx_name_thread_on(int index);
+#define PTSC__NVTX_ON __builtin_expect(ptsc__g.cfg.nvtx, 0)
+/* A range named by a printf format: "sync thread". */
+#define ptsc__nvtx_push(...)                 \
+    do {                                     \
+        if (PTSC__NVTX_ON)                   \
+            ptsc__nvtx_push_on(__VA_ARGS__); \
+    } while (0)
+/* A point-to-point range: "ptsc_send r1 t3 tag 7 64 KiB staged" (peer,
+ * thread or tag below 0 read "any"). */
+#define ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, staged)                     \
+    do {                                                                                \
+        if (PTSC__NVTX_ON)                                                              \
+            ptsc__nvtx_push_msg_on((call), (rank), (thread), (tag), (bytes), (staged)); \
+    } while (0)
+/* A staging copy: "stage D2H 64 KiB" (to_host) or "stage H2D 64 KiB". */
+#define ptsc__nvtx_push_copy(to_host, bytes)             \
+    do {                                                 \
+        if (PTSC__NVTX_ON)                               \
+            ptsc__nvtx_push_copy_on((to_host), (bytes)); \
+    } while (0)
+#define ptsc__nvtx_pop()         \
+    do {                         \
+        if (PTSC__NVTX_ON)       \
+            ptsc__nvtx_pop_on(); \
+    } while (0)
+/* ptsc__nvtx_pop, passing a status through: `return ptsc__nvtx_pop_rc(rc);`. */
+static inline int ptsc__nvtx_pop_rc(int rc)
+{
+    ptsc__nvtx_pop();
+    return rc;
+}
+/* Name the calling OS thread "ptsc r<rank> t<index>" (context attach). */
+#define ptsc__nvtx_name_thread(index)         \
+    do {                                      \
+        if (PTSC__NVTX_ON)                    \
+            ptsc__nvtx_name_thread_on(index); \
+    } while (0)
+/* For tests: ranges open on the calling thread, the name of its last range,
+ * and the calls made so far by every thread. */
+int ptsc__nvtx_depth(void);
+const char *ptsc__nvtx_last(void);
+void ptsc__nvtx_counts(unsigned long *pushes, unsigned long *pops, unsigned long *names);
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */

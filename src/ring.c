@@ -128,18 +128,19 @@ void ptsc__ring_put_after(ptsc__slot_t *s)
 
 int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n)
 {
+    ptsc__nvtx_push_copy((uintptr_t)dst - (uintptr_t)s->host <= PTSC__HDR_BYTES, n); /* into the slot: D2H */
     if (!have_gpu()) {
         if (n)
             memcpy(dst, src, n);
         ctx->stats.staged_bytes += n;
-        return PTSC_OK;
+        return ptsc__nvtx_pop_rc(PTSC_OK);
     }
     int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
     if (rc == PTSC_OK)
         rc = ptsc__gpu_event_record(s->event, ctx->stream);
     if (rc == PTSC_OK)
         ctx->stats.staged_bytes += n;
-    return rc;
+    return ptsc__nvtx_pop_rc(rc);
 }
 
 int ptsc__ring_done(ptsc__slot_t *s, int *done)

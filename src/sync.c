@@ -153,12 +153,13 @@ void ptsc__sync_ctx_release(ptsc_ctx_t *ctx)
 static int perform(ptsc_ctx_t *ctx, int scope)
 {
     ctx->stats.syncs++;
+    ptsc__nvtx_push("sync %s", scope_names[scope]);
     if (!ptsc__g.cfg.stats)
-        return scope == PTSC_SCOPE_THREAD ? thread_sync(ctx) : wide_sync_all(ctx, scope);
+        return ptsc__nvtx_pop_rc(scope == PTSC_SCOPE_THREAD ? thread_sync(ctx) : wide_sync_all(ctx, scope));
     uint64_t t0 = ptsc__now_ns();
     int rc = scope == PTSC_SCOPE_THREAD ? thread_sync(ctx) : wide_sync_all(ctx, scope);
     ctx->stats.sync_ns += ptsc__now_ns() - t0;
-    return rc;
+    return ptsc__nvtx_pop_rc(rc);
 }
 
 int ptsc__sync_scope(ptsc_ctx_t *ctx, int scope)

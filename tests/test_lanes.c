@@ -50,6 +50,11 @@ static void check_addressing(const char *comm)
                           comm, i, j, tags[t]);
                 cr_assert_eq(s.tag, r.tag, "%s: %d->%d tag %d: send tag %d, receive tag %d", comm, i, j,
                              tags[t], s.tag, r.tag);
+                int src_thread = -1, tag = -1;
+                ptsc__lanes_decode(s.tag, &src_thread, &tag);
+                cr_assert(src_thread == i && tag == tags[t],
+                          "%s: %d->%d tag %d decodes to source thread %d, tag %d", comm, i, j, tags[t],
+                          src_thread, tag);
                 cr_assert_eq(s.rank, 0, "%s: destination rank %d, expected 0", comm, s.rank);
                 cr_assert_eq(r.rank, 0, "%s: source rank %d, expected 0", comm, r.rank);
                 cr_assert(s.tag >= 0 && s.tag <= ub,
