@@ -87,6 +87,10 @@ static struct {
     char fail_detail[PTSC__DETAIL_LEN];
     const void **in; /* per thread index: host pointer of its input */
     wout_t out[2];
+    /* Participants of the last round that have not yet copied its outcome
+     * and result: the next combiner waits for none before it overwrites
+     * them (a thread left out of the next rounds may still be reading). */
+    atomic_int readers;
     /* Scratch memory, used by one combiner at a time. */
     char *scratch;
     size_t scratch_cap;
@@ -342,7 +346,9 @@ static int input(ptsc_ctx_t *ctx, wbuf_t *w, size_t bytes, MPI_Datatype type, co
         rc = ptsc__stage_acquire(ctx, bytes, &w->sb);
     if (rc == PTSC_OK) {
         ctx->stats.staged_bytes += bytes;
+        ptsc__nvtx_push_copy(1, bytes);
         rc = ptsc__gpu_copy_async(w->sb->host, w->user, bytes, ctx->stream);
+        ptsc__nvtx_pop();
         w->host = w->sb->host;
     }
     if (rc == PTSC_OK)
@@ -369,7 +375,9 @@ static int output(ptsc_ctx_t *ctx, const wbuf_t *w, const void *res, size_t byte
         return rc;
     memcpy(sb->host, res, bytes);
     ctx->stats.staged_bytes += bytes;
+    ptsc__nvtx_push_copy(0, bytes);
     rc = ptsc__gpu_copy_async(w->user, sb->host, bytes, ctx->stream);
+    ptsc__nvtx_pop();
     int rrc = ptsc__stage_release(ctx, sb, rc == PTSC_OK);
     return rc != PTSC_OK ? rc : rrc;
 }
@@ -630,6 +638,8 @@ static int take_part(int me, const wdesc_t *d, const void *in, int own, const ch
         int unread = tl->unread;
         memcpy(saved, tl->detail, sizeof saved);
         const char *r = NULL;
+        while (atomic_load_explicit(&W.readers, memory_order_acquire) > 0)
+            sched_yield();
         int rc = run_round(&W.desc, W.failed, &r, call);
         out->status = rc;
         out->res = r;
@@ -640,6 +650,7 @@ static int take_part(int me, const wdesc_t *d, const void *in, int own, const ch
         memcpy(tl->detail, saved, sizeof saved);
         tl->unread = unread;
         pthread_mutex_lock(&W.lock);
+        atomic_store_explicit(&W.readers, W.arrived, memory_order_relaxed);
         W.arrived = 0;
         atomic_store_explicit(&W.gen, gen + 1, memory_order_release);
         pthread_cond_broadcast(&W.cond);
@@ -706,10 +717,13 @@ static int world_call(ptsc_ctx_t *ctx, int nthreads, wdesc_t *d, const void *sbu
     }
     const char *res = NULL;
     int own = rc;
+    ptsc__nvtx_push("%s %d threads %zu B", call, d->n, out_bytes);
     rc = take_part(me, d, reads ? s.host : NULL, own, &res, call);
+    ptsc__nvtx_pop();
     release_input(ctx, &s);
     if (rc == PTSC_OK && writes)
         rc = output(ctx, &r, res, out_bytes, d->type, call);
+    atomic_fetch_sub_explicit(&W.readers, 1, memory_order_release); /* done with the round's outcome */
     return rc;
 }
 
