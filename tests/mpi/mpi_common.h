@@ -124,15 +124,16 @@ static inline double now_s(void)
 /*
  * Watchdog: a misrouted message usually leaves some receive waiting forever.
  * Rather than wait for ctest's TIMEOUT, abort the job 10 s after the first
- * failed check, or when the run exceeds PTSC_TEST_DEADLINE seconds (default
- * 90, under the ctest TIMEOUT so the reason gets printed).
+ * failed check, or when the run exceeds PTSCTEST_DEADLINE seconds (default
+ * 90, under the ctest TIMEOUT so the reason gets printed; not PTSC_*: ptsc
+ * warns about PTSC_ variables it does not know).
  */
 static int g_done;
 static pthread_t g_watchdog;
 
 static void *watchdog(void *arg)
 {
-    const char *env = getenv("PTSC_TEST_DEADLINE");
+    const char *env = getenv("PTSCTEST_DEADLINE");
     double deadline = env ? atof(env) : 90.0, t0 = now_s(), first_fail = 0;
     (void)arg;
     while (!__atomic_load_n(&g_done, __ATOMIC_SEQ_CST)) {

@@ -11,7 +11,7 @@
  * The defaults keep a run at 2 ranks x 16 threads on two cores to a few
  * seconds. A larger setting for a GPU machine (many cores):
  *   mpiexec -n 4 env PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 mpi_stress 200 32
- * (about 400 000 messages); PTSC_TEST_DEADLINE raises the watchdog's limit.
+ * (about 400 000 messages); PTSCTEST_DEADLINE raises the watchdog's limit.
  *
  * Schedule: G = R * T endpoints, endpoint e = rank * T + thread. In round r,
  * endpoint s sends MSGS messages; message k goes to a destination endpoint,
