@@ -447,7 +447,8 @@ PTSC_API int ptsc_testsome(int n, ptsc_request_t reqs[], int *outcount, int indi
  * would have matched goes to the next matching receive. A send, or a
  * receive a message already matched, is not cancellable: it completes
  * normally (MPI leaves a matched receive alone too, and ptsc never takes a
- * send back). A NULL request is a no-op.
+ * send back); so does a collective (ptsc_ibarrier, ...: MPI does not define
+ * cancelling one). A NULL request is a no-op.
  * @return PTSC_OK; PTSC_ERR_ARG (req NULL); PTSC_ERR_WRONG_THREAD.
  */
 PTSC_API int ptsc_cancel(ptsc_request_t *req);
@@ -462,7 +463,9 @@ PTSC_API int ptsc_cancel(ptsc_request_t *req);
  *   error it meets later is logged (PTSC_LOG) since nobody waits for it;
  * - a receive in flight: refused with PTSC_ERR_PENDING, *req unchanged
  *   (its buffer would be written at a time the program cannot know): wait,
- *   test or ptsc_cancel it.
+ *   test or ptsc_cancel it;
+ * - a collective in flight (ptsc_ibarrier, ...): refused the same way, with
+ *   PTSC_ERR_PENDING and *req unchanged: wait for it or test it.
  * A NULL request is a no-op.
  */
 PTSC_API int ptsc_request_free(ptsc_request_t *req);
@@ -523,6 +526,72 @@ PTSC_API int ptsc_scan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
 /** rbuf at rank r > 0 = x_0 op ... op x_{r-1}; rank 0's rbuf is left as MPI leaves it (undefined). */
 PTSC_API int ptsc_exscan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
                          MPI_Op op);
+
+/*
+ * Non-blocking forms of the lane collectives, with MPI's semantics
+ * (MPI_Ibarrier, MPI_Ibcast, ...): the same arguments, checks, statuses and
+ * buffer rules as the blocking form, plus the request, which ptsc_wait,
+ * ptsc_test and the array calls complete. The call returns at once, before
+ * the other ranks joined: a program may start one, then exchange the
+ * point-to-point messages its peers need before they start theirs, then
+ * wait. Thread t of every rank must start the collectives of its lane in
+ * the same order (blocking and non-blocking forms alike), as MPI requires
+ * on one communicator; several may be in flight at once and complete in
+ * any order.
+ *
+ * Buffers: synchronised (per scope) and, where MPI cannot read them,
+ * staged at the call; a staged result is copied back on the thread's
+ * stream when the request completes. Buffers, and the count and
+ * displacement arrays of the v forms, must stay untouched until then.
+ *
+ * Progress: with PTSC_COMM=dup these are MPI's own non-blocking
+ * collectives on the lane. With PTSC_COMM=shared they are schedules of
+ * point-to-point messages that move only when the starting thread calls
+ * into ptsc (a wait or test, another start, any blocking call), like
+ * ptsc_isend's staged pieces; a thread that computes for a long time
+ * between start and wait may call ptsc_test now and then. At most
+ * ptsc_tag_max() + 1 collectives of a lane may be in flight at once there.
+ *
+ * Requests: ptsc_cancel leaves a collective to complete normally (MPI does
+ * not define cancelling one); ptsc_request_free refuses one in flight with
+ * PTSC_ERR_PENDING (its buffers are still in use) and completes a finished
+ * one. Thread exit and ptsc_finalize complete the collectives in flight,
+ * which needs the other ranks to take part, as MPI's would.
+ * @return as the blocking form, plus PTSC_ERR_ARG for a NULL request pointer.
+ */
+PTSC_API int ptsc_ibarrier(ptsc_ctx_t *ctx, ptsc_request_t *req);
+PTSC_API int ptsc_ibcast(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int root,
+                         ptsc_request_t *req);
+PTSC_API int ptsc_ireduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                          MPI_Op op, int root, ptsc_request_t *req);
+PTSC_API int ptsc_iallreduce(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                             MPI_Op op, ptsc_request_t *req);
+PTSC_API int ptsc_iscan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                        MPI_Op op, ptsc_request_t *req);
+PTSC_API int ptsc_iexscan(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                          MPI_Op op, ptsc_request_t *req);
+PTSC_API int ptsc_ireduce_scatter_block(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
+                                        MPI_Datatype type, MPI_Op op, ptsc_request_t *req);
+PTSC_API int ptsc_igather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                          int rcount, MPI_Datatype rtype, int root, ptsc_request_t *req);
+PTSC_API int ptsc_iscatter(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                           int rcount, MPI_Datatype rtype, int root, ptsc_request_t *req);
+PTSC_API int ptsc_iallgather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                             int rcount, MPI_Datatype rtype, ptsc_request_t *req);
+PTSC_API int ptsc_ialltoall(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                            int rcount, MPI_Datatype rtype, ptsc_request_t *req);
+PTSC_API int ptsc_igatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                           const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                           ptsc_request_t *req);
+PTSC_API int ptsc_iscatterv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int displs[],
+                            MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                            ptsc_request_t *req);
+PTSC_API int ptsc_iallgatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                              const int rcounts[], const int displs[], MPI_Datatype rtype,
+                              ptsc_request_t *req);
+PTSC_API int ptsc_ialltoallv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int sdispls[],
+                             MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                             MPI_Datatype rtype, ptsc_request_t *req);
 
 /* ------------------------------------------------------------------------ */
 /* World collectives: every thread of every rank                             */

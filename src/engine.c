@@ -109,6 +109,11 @@ struct ptsc_request {
     int deferred;
     int freed;        /* ptsc_request_free: released by progress once done, not counted in outstanding */
     const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
+    char *detail;     /* the detail of the failure in r->rc, for the call that completes it */
+    /* A collective (icoll.c): its schedule, NULL for a message. Such a
+     * request has no pieces; each progress pass advances the schedule
+     * (coll_step), and the point-to-point ordering rules skip it. */
+    struct ptsc__icoll *coll;
 };
 
 static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
@@ -155,9 +160,13 @@ static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
 static void req_put(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
+    ptsc__icoll_free(r->coll);
+    r->coll = NULL;
     if (r->pc != &r->one)
         free(r->pc);
     free(r->first);
+    free(r->detail);
+    r->detail = NULL;
     if (r->first_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&r->first_type);
     r->next = ctx->req_free;
@@ -213,10 +222,19 @@ static void piece_range(const struct ptsc_request *r, int k, size_t *off, size_t
     *len = r->total - *off < chunk() ? r->total - *off : chunk();
 }
 
+/* Record the request's first error. Its detail is kept with it: the failure
+ * may be found by a progress pass of another call, and the call that
+ * completes the request starts with an empty detail (complete() restores
+ * it). Cancelled and drained receives get their detail where they complete. */
 static void fail(struct ptsc_request *r, int rc)
 {
-    if (r->rc == PTSC_OK)
-        r->rc = rc;
+    if (r->rc != PTSC_OK || rc == PTSC_OK)
+        return;
+    r->rc = rc;
+    const char *d = ptsc__tls()->detail;
+    size_t n = strlen(d);
+    if (n && rc != PTSC_ERR_CANCELLED && rc != PTSC_ERR_PENDING && (r->detail = malloc(n + 1)))
+        memcpy(r->detail, d, n + 1);
 }
 
 static int mpi_status(int mpi_rc, const char *what)
@@ -255,7 +273,8 @@ static int unmatched(const struct ptsc_request *q)
 static int earlier_waiting(const struct ptsc_request *r)
 {
     for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
-        if (q->state == R_DONE || q->is_recv != r->is_recv || q->thread != r->thread || q->tag != r->tag)
+        if (q->state == R_DONE || q->coll || q->is_recv != r->is_recv || q->thread != r->thread ||
+            q->tag != r->tag)
             continue;
         if (r->is_recv ? !unmatched(q) : q->nposted > 0)
             continue;
@@ -856,8 +875,23 @@ static void abandon(struct ptsc_request *r)
     finish_if_done(r);
 }
 
+/* A collective's request: its schedule, or MPI's request, moves on; once
+ * complete, its results are in place and MPI holds nothing of it. */
+static void coll_step(struct ptsc_request *r, int *moved)
+{
+    int rc = PTSC_OK;
+    if (ptsc__icoll_progress(r->coll, moved, &rc)) {
+        fail(r, rc);
+        r->state = R_DONE;
+    }
+}
+
 static void step(struct ptsc_request *r, int *moved)
 {
+    if (r->coll) {
+        coll_step(r, moved);
+        return;
+    }
     if (r->state == R_MATCH) {
         if (earlier_waiting(r))
             return;
@@ -1020,6 +1054,32 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
     return PTSC_OK;
 }
 
+int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
+                            struct ptsc_request **out)
+{
+    struct ptsc_request *r = req_get(ctx);
+    if (!r)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
+    int rc = ptsc__icoll_begin(s);
+    if (rc != PTSC_OK) {
+        req_put(r);
+        return rc;
+    }
+    /* No peer thread or tag: the point-to-point order never waits on it. */
+    r->coll = s;
+    r->state = R_RUN;
+    r->rank = root;
+    r->thread = -1;
+    r->tag = -1;
+    r->bytes = bytes;
+    r->call = call;
+    ctx->outstanding++;
+    active_add(r);
+    progress_pass(ctx);
+    *out = r;
+    return PTSC_OK;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Completion                                                                */
 /* ------------------------------------------------------------------------ */
@@ -1034,6 +1094,8 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
         if (info)
             *info = (ptsc_info_t){r->src_rank, r->thread, r->tag, rc, got};
     }
+    if (rc != PTSC_OK && r->detail)
+        ptsc__err_set_detail(r->detail);
     active_remove(r);
     if (!r->freed)
         ctx->outstanding--;
@@ -1071,10 +1133,16 @@ void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
 int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
+    if (r->coll)
+        ptsc__nvtx_push("%s", r->call);
+    else
+        ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
     if (r->state != R_DONE)
-        ptsc__wait_begin(ctx, r->call, r->is_recv ? PTSC__WAIT_RECV : PTSC__WAIT_SEND, r->rank, r->thread,
-                         r->tag, r->bytes);
+        ptsc__wait_begin(ctx, r->call,
+                         r->coll      ? PTSC__WAIT_COLL
+                         : r->is_recv ? PTSC__WAIT_RECV
+                                      : PTSC__WAIT_SEND,
+                         r->rank, r->thread, r->tag, r->bytes);
     while (r->state != R_DONE)
         ptsc__engine_idle(ctx, progress_pass(ctx));
     ptsc__wait_end(ctx);
@@ -1116,6 +1184,14 @@ int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call)
     *kept = 0;
     if (r->state == R_DONE)
         return complete(r, NULL);
+    if (r->coll) {
+        *kept = 1;
+        return ptsc__err(
+            PTSC_ERR_PENDING,
+            "%s: a collective in flight (%s) cannot be freed (its buffers are read and written until "
+            "it completes); complete it with ptsc_wait or ptsc_test",
+            call, r->call);
+    }
     *kept = r->is_recv;
     if (r->is_recv)
         return ptsc__err(PTSC_ERR_PENDING,
@@ -1337,8 +1413,9 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx)
 {
     int pending = ctx->outstanding;
     /* Receives that no message matched yet are cancelled; everything else
-     * (sends, matched receives) completes, so MPI holds no request of ours
-     * and no buffer is freed under a copy. */
+     * (sends, matched receives, collectives, which MPI cannot cancel)
+     * completes, so MPI holds no request of ours and no buffer is freed
+     * under a copy. */
     for (struct ptsc_request *r = ctx->active, *next; r; r = next) {
         next = r->anext;
         if (r->is_recv && r->state == R_MATCH) {
@@ -1351,11 +1428,10 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx)
         }
     }
     if (pending)
-        ptsc__log(
-            PTSC__LOG_WARN,
-            "%d request(s) of thread %d were still in flight at its end: sends and matched receives were "
-            "completed, receives no message matched were cancelled",
-            pending, ctx->index);
+        ptsc__log(PTSC__LOG_WARN,
+                  "%d request(s) of thread %d were still in flight at its end: sends, matched receives and "
+                  "collectives were completed, receives no message matched were cancelled",
+                  pending, ctx->index);
     for (;;) {
         int busy = 0;
         for (struct ptsc_request *r = ctx->active; r; r = r->anext)

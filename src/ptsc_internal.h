@@ -14,7 +14,9 @@
  *   ring.c     the staging ring: bounded chunk-sized pinned slots (engine)
  *   engine.c   the transfer engine: protocol, requests, matching, progress
  *   p2p.c      point-to-point public calls over the engine
- *   coll.c     collectives over lanes
+ *   coll.c     collectives over lanes: checks, staging, blocking calls
+ *   icoll.c    collective schedules: non-blocking collectives (and every
+ *              PTSC_COMM=shared lane collective)
  *   watchdog.c hang diagnostics (PTSC_TIMEOUT)
  *   omp.c      OpenMP helpers
  *   world.c    collectives over every thread of every rank
@@ -427,6 +429,110 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx);
 static inline int ptsc__engine_pending(const ptsc_ctx_t *ctx) { return ctx->outstanding; }
 /* Free the context's engine state (requests must be drained). */
 void ptsc__engine_release(ptsc_ctx_t *ctx);
+
+/* Start a request for a collective schedule (icoll.c): ptsc__icoll_begin
+ * runs first; the schedule then advances in every progress pass of the
+ * thread. `root` (-1: none) and `bytes` are for diagnostics. On failure the
+ * schedule still belongs to the caller. */
+struct ptsc__icoll;
+int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
+                            struct ptsc_request **out);
+
+/* ------------------------------------------------------------------------ */
+/* coll.c / icoll.c: lane collectives                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A lane collective runs in three steps, shared by the blocking and the
+ * non-blocking forms: coll.c's ptsc__coll_prep_* check the arguments,
+ * synchronise and stage the buffers (ptsc__coll_t); the collective runs
+ * (MPI's blocking one in coll.c, MPI's non-blocking one or a schedule in
+ * icoll.c); ptsc__coll_finish copies staged results back and releases the
+ * staging buffers. */
+enum {
+    PTSC__C_BARRIER = 0,
+    PTSC__C_BCAST,
+    PTSC__C_REDUCE,
+    PTSC__C_ALLREDUCE,
+    PTSC__C_SCAN,
+    PTSC__C_EXSCAN,
+    PTSC__C_RSB, /* reduce_scatter_block */
+    PTSC__C_GATHER,
+    PTSC__C_SCATTER,
+    PTSC__C_ALLGATHER,
+    PTSC__C_ALLTOALL
+};
+
+/* One side of a collective: `count` elements (or with counts / displs,
+ * counts[i] elements at displs[i] extents for rank i); per_peer: one block
+ * per rank. As given to ptsc__coll_prep_exchange, buf is the caller's; in
+ * ptsc__coll_t it is what MPI sees (a staged copy, MPI_IN_PLACE or NULL). */
+typedef struct {
+    void *buf;
+    int count;
+    const int *counts, *displs;
+    MPI_Datatype type;
+    int per_peer;
+} ptsc__side_t;
+
+/* A buffer as the caller gave it and as MPI sees it (staged or not). */
+typedef struct {
+    const void *user;     /* caller's buffer (or MPI_IN_PLACE / NULL) */
+    void *wire;           /* what MPI sees */
+    ptsc__stagebuf_t *sb; /* pinned copy when staged */
+    size_t bytes;
+} ptsc__cbuf_t;
+
+/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
+ * to the buffer pointer, from the true lower bound and true extent. dense:
+ * no holes, so the span is exactly the data. */
+typedef struct {
+    MPI_Count size, extent, lo, span;
+    int dense;
+} ptsc__layout_t;
+
+typedef struct {
+    int kind; /* PTSC__C_* */
+    int v;    /* counts and displacements per rank */
+    int root; /* rooted calls; -1 otherwise */
+    /* Reductions and bcast: snd.count is the input's elements (count x
+     * nranks for reduce_scatter_block), rcv.count the result's. */
+    ptsc__side_t snd, rcv;
+    MPI_Op op;
+    int sends, recvs; /* this rank has a send / receive side */
+    int s_in_place, r_in_place;
+    int copy_out;     /* a staged receive buffer is copied back at the end */
+    ptsc__layout_t L; /* PTSC_COMM=shared reductions: the input's layout */
+    size_t bytes;     /* for diagnostics */
+    ptsc__cbuf_t s, r;
+    const char *call;
+} ptsc__coll_t;
+
+int ptsc__coll_prep_barrier(ptsc_ctx_t **ctx, const char *call, ptsc__coll_t *c);
+int ptsc__coll_prep_bcast(ptsc_ctx_t **ctx, void *buf, int count, MPI_Datatype type, int root,
+                          const char *call, ptsc__coll_t *c);
+/* kind: PTSC__C_REDUCE .. PTSC__C_RSB. */
+int ptsc__coll_prep_reduce(ptsc_ctx_t **ctx, int kind, const void *sbuf, void *rbuf, int count,
+                           MPI_Datatype type, MPI_Op op, int root, const char *call, ptsc__coll_t *c);
+/* kind: PTSC__C_GATHER .. PTSC__C_ALLTOALL. */
+int ptsc__coll_prep_exchange(ptsc_ctx_t **ctx, int kind, int v, int root, const ptsc__side_t *sx,
+                             const ptsc__side_t *rx, const char *call, ptsc__coll_t *c);
+/* Copy a staged result back (on the thread's stream) and release the
+ * staging buffers; returns `rc`, or the first error of its own. */
+int ptsc__coll_finish(ptsc_ctx_t *ctx, ptsc__coll_t *c, int rc);
+/* 1 with PTSC_COMM=shared: collectives are schedules of point-to-point messages. */
+int ptsc__coll_shared(void);
+
+/* Start the prepared collective `c` as a request: MPI's non-blocking
+ * collective on the lane (PTSC_COMM=dup), or a schedule (shared). Always
+ * takes `c` over: on failure it is finished (staging released) here. */
+int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_request **out);
+/* For the engine: start MPI's part (called once, before the first
+ * progress); advance (*moved = 1 when anything changed), returning 1 once
+ * complete with the status in *rc (results copied back, MPI holds nothing
+ * of it); free a completed schedule. */
+int ptsc__icoll_begin(struct ptsc__icoll *s);
+int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc);
+void ptsc__icoll_free(struct ptsc__icoll *s);
 
 /* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */

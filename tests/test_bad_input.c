@@ -2,7 +2,8 @@
  * Every public call of include/ptsc.h with each class of bad argument: NULL
  * pointers, negative counts, bad ranks, threads, tags and roots,
  * MPI_DATATYPE_NULL and uncommitted datatypes, MPI_OP_NULL, scopes outside
- * the enum, request pointers that are NULL, requests of another thread,
+ * the enum, request pointers that are NULL (the non-blocking collectives'
+ * too), requests of another thread,
  * another thread's context, and calls before ptsc_init and after
  * ptsc_finalize. Each row names the call, the status it must return and a
  * word the detail (ptsc_last_error) must contain: the argument at fault.
@@ -230,6 +231,49 @@ static int body_ok(ptsc_ctx_t *c, void *arg)
     X(alltoallv_neg_scount, PTSC_ERR_COUNT, "send count", ptsc_alltoallv(ctx, buf, neg, zero, MPI_INT, rbuf, one, zero, MPI_INT)) \
     X(alltoallv_null_rtype, PTSC_ERR_ARG, "receive datatype", ptsc_alltoallv(ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_DATATYPE_NULL)) \
     X(alltoallv_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_alltoallv(other_ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_INT)) \
+    /* Non-blocking collectives: the request pointer, and the blocking form's checks */ \
+    X(ibarrier_null_req, PTSC_ERR_ARG, "request", ptsc_ibarrier(ctx, NULL)) \
+    X(ibarrier_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_ibarrier(other_ctx, &reqs[0])) \
+    X(ibcast_null_req, PTSC_ERR_ARG, "request", ptsc_ibcast(ctx, buf, 1, MPI_INT, 0, NULL)) \
+    X(ibcast_null_buf, PTSC_ERR_NULL_BUFFER, "buffer", ptsc_ibcast(ctx, NULL, 1, MPI_INT, 0, &reqs[0])) \
+    X(ibcast_uncommitted, PTSC_ERR_ARG, "datatype", ptsc_ibcast(ctx, buf, 1, uncommitted, 0, &reqs[0])) \
+    X(ibcast_root_high, PTSC_ERR_RANK, "root", ptsc_ibcast(ctx, buf, 1, MPI_INT, 1, &reqs[0])) \
+    X(ireduce_null_req, PTSC_ERR_ARG, "request", ptsc_ireduce(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, 0, NULL)) \
+    X(ireduce_null_sbuf, PTSC_ERR_NULL_BUFFER, "send buffer", ptsc_ireduce(ctx, NULL, rbuf, 1, MPI_INT, MPI_SUM, 0, &reqs[0])) \
+    X(ireduce_null_op, PTSC_ERR_ARG, "op", ptsc_ireduce(ctx, buf, rbuf, 1, MPI_INT, MPI_OP_NULL, 0, &reqs[0])) \
+    X(ireduce_root_neg, PTSC_ERR_RANK, "root", ptsc_ireduce(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, -1, &reqs[0])) \
+    X(iallreduce_null_req, PTSC_ERR_ARG, "request", ptsc_iallreduce(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, NULL)) \
+    X(iallreduce_neg_count, PTSC_ERR_COUNT, "count", ptsc_iallreduce(ctx, buf, rbuf, -1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(iallreduce_null_rbuf, PTSC_ERR_NULL_BUFFER, "receive buffer", ptsc_iallreduce(ctx, buf, NULL, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(iallreduce_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_iallreduce(other_ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(iscan_null_req, PTSC_ERR_ARG, "request", ptsc_iscan(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, NULL)) \
+    X(iscan_null_type, PTSC_ERR_ARG, "datatype", ptsc_iscan(ctx, buf, rbuf, 1, MPI_DATATYPE_NULL, MPI_SUM, &reqs[0])) \
+    X(iexscan_null_req, PTSC_ERR_ARG, "request", ptsc_iexscan(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, NULL)) \
+    X(iexscan_null_op, PTSC_ERR_ARG, "op", ptsc_iexscan(ctx, buf, rbuf, 1, MPI_INT, MPI_OP_NULL, &reqs[0])) \
+    X(irsb_null_req, PTSC_ERR_ARG, "request", ptsc_ireduce_scatter_block(ctx, buf, rbuf, 1, MPI_INT, MPI_SUM, NULL)) \
+    X(irsb_neg_count, PTSC_ERR_COUNT, "count", ptsc_ireduce_scatter_block(ctx, buf, rbuf, -1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(iallgather_null_req, PTSC_ERR_ARG, "request", ptsc_iallgather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, NULL)) \
+    X(iallgather_null_rtype, PTSC_ERR_ARG, "receive datatype", ptsc_iallgather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_DATATYPE_NULL, &reqs[0])) \
+    X(iallgather_neg_scount, PTSC_ERR_COUNT, "send count", ptsc_iallgather(ctx, buf, -1, MPI_INT, rbuf, 1, MPI_INT, &reqs[0])) \
+    X(ialltoall_null_req, PTSC_ERR_ARG, "request", ptsc_ialltoall(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, NULL)) \
+    X(ialltoall_null_sbuf, PTSC_ERR_NULL_BUFFER, "send buffer", ptsc_ialltoall(ctx, NULL, 1, MPI_INT, rbuf, 1, MPI_INT, &reqs[0])) \
+    X(igather_null_req, PTSC_ERR_ARG, "request", ptsc_igather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 0, NULL)) \
+    X(igather_root_high, PTSC_ERR_RANK, "root", ptsc_igather(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 1, &reqs[0])) \
+    X(igather_neg_rcount, PTSC_ERR_COUNT, "receive count", ptsc_igather(ctx, buf, 1, MPI_INT, rbuf, -1, MPI_INT, 0, &reqs[0])) \
+    X(iscatter_null_req, PTSC_ERR_ARG, "request", ptsc_iscatter(ctx, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 0, NULL)) \
+    X(iscatter_null_stype, PTSC_ERR_ARG, "send datatype", ptsc_iscatter(ctx, buf, 1, MPI_DATATYPE_NULL, rbuf, 1, MPI_INT, 0, &reqs[0])) \
+    X(iscatter_null_rbuf, PTSC_ERR_NULL_BUFFER, "receive buffer", ptsc_iscatter(ctx, buf, 1, MPI_INT, NULL, 1, MPI_INT, 0, &reqs[0])) \
+    X(igatherv_null_req, PTSC_ERR_ARG, "request", ptsc_igatherv(ctx, buf, 1, MPI_INT, rbuf, one, zero, MPI_INT, 0, NULL)) \
+    X(igatherv_null_counts, PTSC_ERR_ARG, "count array", ptsc_igatherv(ctx, buf, 1, MPI_INT, rbuf, NULL, zero, MPI_INT, 0, &reqs[0])) \
+    X(igatherv_neg_count, PTSC_ERR_COUNT, "rank 0", ptsc_igatherv(ctx, buf, 1, MPI_INT, rbuf, neg, zero, MPI_INT, 0, &reqs[0])) \
+    X(iscatterv_null_req, PTSC_ERR_ARG, "request", ptsc_iscatterv(ctx, buf, one, zero, MPI_INT, rbuf, 1, MPI_INT, 0, NULL)) \
+    X(iscatterv_neg_displ, PTSC_ERR_ARG, "displacement", ptsc_iscatterv(ctx, buf, one, neg, MPI_INT, rbuf, 1, MPI_INT, 0, &reqs[0])) \
+    X(iscatterv_root_high, PTSC_ERR_RANK, "root", ptsc_iscatterv(ctx, buf, one, zero, MPI_INT, rbuf, 1, MPI_INT, 3, &reqs[0])) \
+    X(iallgatherv_null_req, PTSC_ERR_ARG, "request", ptsc_iallgatherv(ctx, buf, 1, MPI_INT, rbuf, one, zero, MPI_INT, NULL)) \
+    X(iallgatherv_null_displs, PTSC_ERR_ARG, "displacement array", ptsc_iallgatherv(ctx, buf, 1, MPI_INT, rbuf, one, NULL, MPI_INT, &reqs[0])) \
+    X(ialltoallv_null_req, PTSC_ERR_ARG, "request", ptsc_ialltoallv(ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_INT, NULL)) \
+    X(ialltoallv_null_scounts, PTSC_ERR_ARG, "send count array", ptsc_ialltoallv(ctx, buf, NULL, zero, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
+    X(ialltoallv_null_rtype, PTSC_ERR_ARG, "receive datatype", ptsc_ialltoallv(ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_DATATYPE_NULL, &reqs[0])) \
     /* OpenMP helpers */ \
     X(omp_run_null_fn, PTSC_ERR_ARG, "fn", ptsc_omp_run(2, NULL, NULL)) \
     X(omp_run_too_many, PTSC_ERR_THREAD, "threads", ptsc_omp_run(3, body_ok, NULL))
@@ -280,6 +324,21 @@ static int body_ok(ptsc_ctx_t *c, void *arg)
     X(nr_rsb, "ptsc_reduce_scatter_block", ptsc_reduce_scatter_block(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM)) \
     X(nr_scan, "ptsc_scan", ptsc_scan(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM)) \
     X(nr_exscan, "ptsc_exscan", ptsc_exscan(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM)) \
+    X(nr_ibarrier, "ptsc_ibarrier", ptsc_ibarrier(NULL, &reqs[0])) \
+    X(nr_ibcast, "ptsc_ibcast", ptsc_ibcast(NULL, buf, 1, MPI_INT, 0, &reqs[0])) \
+    X(nr_ireduce, "ptsc_ireduce", ptsc_ireduce(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM, 0, &reqs[0])) \
+    X(nr_iallreduce, "ptsc_iallreduce", ptsc_iallreduce(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(nr_iscan, "ptsc_iscan", ptsc_iscan(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(nr_iexscan, "ptsc_iexscan", ptsc_iexscan(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(nr_irsb, "ptsc_ireduce_scatter_block", ptsc_ireduce_scatter_block(NULL, buf, rbuf, 1, MPI_INT, MPI_SUM, &reqs[0])) \
+    X(nr_iallgather, "ptsc_iallgather", ptsc_iallgather(NULL, buf, 1, MPI_INT, rbuf, 1, MPI_INT, &reqs[0])) \
+    X(nr_ialltoall, "ptsc_ialltoall", ptsc_ialltoall(NULL, buf, 1, MPI_INT, rbuf, 1, MPI_INT, &reqs[0])) \
+    X(nr_igather, "ptsc_igather", ptsc_igather(NULL, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 0, &reqs[0])) \
+    X(nr_iscatter, "ptsc_iscatter", ptsc_iscatter(NULL, buf, 1, MPI_INT, rbuf, 1, MPI_INT, 0, &reqs[0])) \
+    X(nr_igatherv, "ptsc_igatherv", ptsc_igatherv(NULL, buf, 1, MPI_INT, rbuf, one, zero, MPI_INT, 0, &reqs[0])) \
+    X(nr_iscatterv, "ptsc_iscatterv", ptsc_iscatterv(NULL, buf, one, zero, MPI_INT, rbuf, 1, MPI_INT, 0, &reqs[0])) \
+    X(nr_iallgatherv, "ptsc_iallgatherv", ptsc_iallgatherv(NULL, buf, 1, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
+    X(nr_ialltoallv, "ptsc_ialltoallv", ptsc_ialltoallv(NULL, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
     X(nr_omp_run, "ptsc_omp_run", ptsc_omp_run(1, body_ok, NULL))
 /* clang-format on */
 
