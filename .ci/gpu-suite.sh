@@ -10,6 +10,12 @@
 #  3. compute-sanitizer memcheck, racecheck and synccheck on GPU test binaries
 #     of the staging build.
 #  4. The jacobi example on the device, in both builds (if built).
+#  5. The benchmarks, in both builds.
+#  6. mpi_stress with device buffers (MPI_STRESS_MEM=device) at 4 ranks x 16
+#     threads, in both builds: the staging path in 4 KiB pieces (sys) and the
+#     direct path for every message (cuda); its final line goes to the table.
+#     Under compute-sanitizer (step 3) a small device run of it, 2 ranks x 4
+#     threads, once per tool.
 #
 # PTSC_GPU_BENCH=0 leaves the benchmarks out (about 100 s), PTSC_GPU_SANITIZER=0
 # the compute-sanitizer runs (up to 150 s each), PTSC_GPU_CTEST=0 the two ctest
@@ -19,6 +25,10 @@
 # of that ctest label. PTSC_GPU_BUILDS="sys" or "cuda" runs one build
 # (default both), so that the whole suite of each fits a call;
 # PTSC_GPU_DIFF_OPS (default 600) sets the length of the mpi_diff schedules.
+# PTSC_GPU_STRESS=0 leaves the mpi_stress device runs out (step 6, expected
+# well under a minute per build, at most 300 s; and its sanitizer runs, at
+# most 120 s each); PTSC_GPU_STRESS_ROUNDS (default 50) sets the rounds of
+# step 6, 1024 messages each.
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -48,7 +58,10 @@ GPU_SANITIZER=${PTSC_GPU_SANITIZER:-1}
 GPU_LABEL=${PTSC_GPU_CTEST_LABEL:-}
 GPU_BUILDS=${PTSC_GPU_BUILDS:-sys cuda}
 GPU_DIFF_OPS=${PTSC_GPU_DIFF_OPS:-600}
-unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS
+GPU_STRESS=${PTSC_GPU_STRESS:-1}
+GPU_STRESS_ROUNDS=${PTSC_GPU_STRESS_ROUNDS:-50}
+unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS \
+  PTSC_GPU_STRESS PTSC_GPU_STRESS_ROUNDS
 want() { case " $GPU_BUILDS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # row STEP STATUS DETAIL SECONDS
@@ -65,6 +78,29 @@ run_step() {
   STEP_RC=$?
   STEP_SECS=$(($(date +%s) - t))
   echo "   -> rc $STEP_RC in ${STEP_SECS}s"
+}
+
+# stress_row NAME LABEL [DETAIL]: the row of an mpi_stress run of run_step NAME:
+# its final line (or SKIPPED line), the path it took, and a timeout or the
+# watchdog's deadline where the run met one.
+stress_row() {
+  local name=$1 label=$2 extra=${3:-} st=PASS line info why=""
+  line=$(grep -E '^mpi_stress: (sent|SKIPPED)' "$OUT/$name.log" | tail -1 | sed 's/^mpi_stress: //')
+  info=$(grep -E '^mpi_stress: device buffers' "$OUT/$name.log" | head -1 | sed 's/^mpi_stress: device buffers; //')
+  if [ "$STEP_RC" -eq 124 ] || [ "$STEP_RC" -eq 137 ]; then
+    st=FAIL
+    why="TIMEOUT after ${STEP_SECS}s; "
+  elif grep -q 'watchdog: no completion' "$OUT/$name.log"; then
+    st=FAIL
+    why="watchdog deadline; "
+  elif [ "$STEP_RC" -ne 0 ]; then
+    st=FAIL
+  elif echo "$line" | grep -q '^SKIPPED'; then
+    st=SKIP
+  elif [ -z "$line" ]; then
+    st=FAIL
+  fi
+  row "$label" "$st" "$why${line:-no final line}${info:+ ($info)}${extra:+; $extra} (rc $STEP_RC)" "$STEP_SECS"
 }
 
 # ctest_counts LOG: "P passed, F failed, S skipped of N" from ctest's last lines
@@ -147,6 +183,23 @@ elif [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
       row "compute-sanitizer $tool: $1 ($2 ranks)" "$st" "${errs:-no summary} (rc $STEP_RC)" "$STEP_SECS"
     done
   done
+  # mpi_stress with device buffers, small (384 messages): the program's own
+  # copies, ptsc's syncs and staging under each tool. Bounded: the watchdog
+  # ends the job at 100 s, the step's timeout at 120 s; the row says which.
+  if [ "$GPU_STRESS" = 0 ]; then
+    row "compute-sanitizer: mpi_stress" SKIP "PTSC_GPU_STRESS=0" "-"
+  elif [ ! -x build-gpu-sys/tests/mpi_stress ]; then
+    row "compute-sanitizer: mpi_stress" FAIL "build-gpu-sys/tests/mpi_stress missing (build failed?)" "-"
+  else
+    for tool in memcheck racecheck synccheck; do
+      name="sanitizer-$tool-mpi_stress"
+      run_step "$name" 120 env MPI_STRESS_MEM=device PTSC_MAX_THREADS=4 OMP_NUM_THREADS=4 PTSCTEST_DEADLINE=100 \
+        OMPI_MCA_mpi_yield_when_idle=1 mpiexec -n 2 --oversubscribe "$SAN" --tool "$tool" --error-exitcode 99 \
+        build-gpu-sys/tests/mpi_stress 6 8
+      errs=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+ (error|hazard)' "$OUT/$name.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+      stress_row "$name" "compute-sanitizer $tool: mpi_stress device (2 ranks x 4 threads)" "${errs:-no summary}"
+    done
+  fi
 elif [ ! -x "$SAN" ]; then
   row "compute-sanitizer" SKIP "compute-sanitizer not installed" "-"
 else
@@ -170,6 +223,27 @@ run_jacobi() {
 }
 want sys && run_jacobi sys build-gpu-sys
 
+# 6. mpi_stress with device buffers, 4 ranks x 16 threads (64 threads on the
+#    machine's cores), GPU_STRESS_ROUNDS rounds of 16 messages per endpoint.
+#    run_stress TAG DIR PATH_TEXT VAR=VALUE...: the variables choose the path.
+run_stress() {
+  local tag=$1 dir=$2 path=$3
+  shift 3
+  if [ "$GPU_STRESS" = 0 ]; then
+    row "$tag mpi_stress device" SKIP "PTSC_GPU_STRESS=0" "-"
+    return
+  fi
+  if [ ! -x "$dir/tests/mpi_stress" ]; then
+    row "$tag mpi_stress device" SKIP "not built" "-"
+    return
+  fi
+  run_step "$tag-stress" 300 env "$@" MPI_STRESS_MEM=device PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 \
+    PTSCTEST_DEADLINE=280 OMPI_MCA_mpi_yield_when_idle=1 \
+    mpiexec -n 4 --oversubscribe "$dir/tests/mpi_stress" "$GPU_STRESS_ROUNDS" 16
+  stress_row "$tag-stress" "$tag mpi_stress device (4 ranks x 16 threads, $GPU_STRESS_ROUNDS x 16, $path)"
+}
+want sys && run_stress sys build-gpu-sys "staging, 4 KiB pieces" PTSC_STAGING=always PTSC_STAGING_CHUNK=4k
+
 # 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build):
 #    the run_bench target, i.e. bench_scope, bench_staging, bench_classify and
 #    bench_sync (per-call cost of each scope's sync form, idle GPU).
@@ -192,6 +266,7 @@ if want cuda; then
   use_cuda_aware_mpi
   build_and_test cuda build-gpu-cuda -DMPI_HOME="$CUDA_AWARE_MPI" -DMPIEXEC_EXECUTABLE="$CUDA_AWARE_MPI/bin/mpiexec"
   run_jacobi cuda build-gpu-cuda
+  run_stress cuda build-gpu-cuda "direct" PTSC_STAGING=never PTSC_DIRECT_MIN=0
   run_bench cuda build-gpu-cuda
 fi
 

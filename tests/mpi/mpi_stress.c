@@ -8,6 +8,8 @@
  *   ROUNDS  rounds (default 16)
  *   MSGS    messages each endpoint sends per round (default 12)
  *   SEED    seed of the schedule (default 1)
+ *   MPI_STRESS_MEM=device in the environment puts every buffer ptsc sees in
+ *   device memory (built with CUDA only; default host, see below).
  * The defaults keep a run at 2 ranks x 16 threads on two cores to a few
  * seconds. A larger setting for a GPU machine (many cores):
  *   mpiexec -n 4 env PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 mpi_stress 200 32
@@ -51,6 +53,21 @@
  * waiting ends. With the staging format, a thread's requests progress in
  * each of its ptsc calls, including a blocking send.
  *
+ * Device buffers (MPI_STRESS_MEM=device): each thread builds a payload in
+ * pinned host memory and copies it into a device send buffer with
+ * cudaMemcpyAsync on its ptsc stream, then hands the device buffer to
+ * ptsc_send or ptsc_isend without synchronising: ptsc must wait for the copy
+ * per its scope before MPI or its staging reads the buffer. Receive buffers
+ * are device memory, filled with the pattern by cudaMemsetAsync on the same
+ * stream (again without a sync), of the capacity the schedule gives; once
+ * the round's requests completed, each is copied back to pinned host memory
+ * on the stream, the stream is synchronised and the host copy checked as in
+ * host mode (source, length, checksum, sequence, bytes past the message).
+ * The lane allreduce and bcast use device buffers the same way. Without a
+ * device, or when the buffers would reach an MPI that is not CUDA-aware
+ * unstaged (PTSC_STAGING=never), the program prints
+ * "mpi_stress: SKIPPED (...)" and exits 0.
+ *
  * At the end rank 0 prints the totals over all ranks:
  *   mpi_stress: sent S received R lost L duplicated D corrupted C wall W s
  * and the run fails unless lost = duplicated = corrupted = 0 and
@@ -59,6 +76,9 @@
 #include "mpi_common.h"
 
 #include <omp.h>
+#ifdef MPI_STRESS_CUDA
+#include <cuda_runtime.h>
+#endif
 
 enum { HDR_BYTES = 24, MAX_PAYLOAD = 64 * 1024, MAX_EXTRA = 4096, BCAST_MAX = 3000 };
 
@@ -70,6 +90,7 @@ typedef struct {
 static int g_rounds = 16, g_msgs = 12;
 static uint64_t g_seed = 1;
 static int g_nranks, g_nthreads;
+static int g_dev; /* MPI_STRESS_MEM=device: the buffers ptsc sees are device memory */
 
 static uint64_t g_sent, g_received, g_lost, g_dup, g_corrupt, g_expected;
 
@@ -127,11 +148,114 @@ static uint32_t checksum(const uint8_t *b, int n)
     return h;
 }
 
+/*
+ * Device memory and copies on the thread's stream (device mode only). Each
+ * returns PTSC_OK, or reports the CUDA error as a failed check and returns
+ * PTSC_ERR_CUDA. Built without CUDA, device mode skips before reaching them.
+ */
+#ifdef MPI_STRESS_CUDA
+static int cu(cudaError_t e, const char *what, int line)
+{
+    if (e == cudaSuccess)
+        return PTSC_OK;
+    test_fail(__FILE__, line, "%s: %s", what, cudaGetErrorString(e));
+    return PTSC_ERR_CUDA;
+}
+#define CU(call) cu((call), #call, __LINE__)
+#endif
+
+static int dev_alloc(uint8_t **d, size_t n, int pinned_host)
+{
+    *d = NULL;
+#ifdef MPI_STRESS_CUDA
+    return pinned_host ? CU(cudaMallocHost((void **)d, n ? n : 1)) : CU(cudaMalloc((void **)d, n ? n : 1));
+#else
+    (void)n;
+    (void)pinned_host;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
+static void dev_free(uint8_t *d, int pinned_host)
+{
+#ifdef MPI_STRESS_CUDA
+    if (d)
+        (void)CU(pinned_host ? cudaFreeHost(d) : cudaFree(d));
+#else
+    (void)d;
+    (void)pinned_host;
+#endif
+}
+
+/* dst <- src, n bytes, queued on `stream`; to_device says the direction. */
+static int dev_copy(void *dst, const void *src, size_t n, int to_device, void *stream)
+{
+#ifdef MPI_STRESS_CUDA
+    if (n == 0)
+        return PTSC_OK;
+    return CU(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                              (cudaStream_t)stream));
+#else
+    (void)dst;
+    (void)src;
+    (void)n;
+    (void)to_device;
+    (void)stream;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
+static int dev_fill(void *d, int v, size_t n, void *stream)
+{
+#ifdef MPI_STRESS_CUDA
+    return n ? CU(cudaMemsetAsync(d, v, n, (cudaStream_t)stream)) : PTSC_OK;
+#else
+    (void)d;
+    (void)v;
+    (void)n;
+    (void)stream;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
+static int dev_sync(void *stream)
+{
+#ifdef MPI_STRESS_CUDA
+    return CU(cudaStreamSynchronize((cudaStream_t)stream));
+#else
+    (void)stream;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
+/* Returns from the enclosing int function when a device call failed (already reported). */
+#define DEV_OK(call)         \
+    do {                     \
+        int drc_ = (call);   \
+        if (drc_ != PTSC_OK) \
+            return drc_;     \
+    } while (0)
+
+/* A thread's device-mode buffers: device memory for ptsc, pinned host memory for the program. */
+typedef struct {
+    void *stream;           /* the thread's ptsc stream (a cudaStream_t) */
+    uint8_t *dsend, *hsend; /* MSGS send buffers of MAX_PAYLOAD bytes, and where their payloads are built */
+    uint8_t *drecv, *hrecv; /* a round's receive buffers and their host copies */
+    uint8_t *dcoll, *hcoll; /* allreduce input and output, then the bcast buffer */
+    size_t recv_bytes;
+} devbufs_t;
+
+enum { COLL_IN = 0, COLL_OUT = 16, COLL_BCAST = 256, COLL_BYTES = COLL_BCAST + BCAST_MAX };
+
+/* Where a receive buffer of `cap` bytes starts after one that ended at `off` (device mode). */
+static size_t dev_next(size_t off, int cap) { return (off + (size_t)cap + 1 + 255) & ~(size_t)255; }
+
 /* A receive slot: the message it must hold. */
 typedef struct {
     int src, tag, len, cap;
     uint32_t seq;
-    uint8_t *buf;
+    uint8_t *buf;  /* host mode: the receive buffer; device mode: its host copy */
+    uint8_t *dbuf; /* device mode: the receive buffer */
 } slot_t;
 
 typedef struct {
@@ -217,7 +341,8 @@ static void shuffle(int *a, int n, uint64_t *rng)
 }
 
 static int round_p2p(ptsc_ctx_t *ctx, tstate_t *ts, int round, int me, slot_t *slots, int maxslots,
-                     ptsc_request_t *reqs, ptsc_info_t *infos, int *done, int *order, uint8_t **sbufs)
+                     ptsc_request_t *reqs, ptsc_info_t *infos, int *done, int *order, uint8_t **sbufs,
+                     const devbufs_t *dv)
 {
     int G = g_nranks * g_nthreads;
     int nrecv = 0, nreq = 0;
@@ -236,9 +361,15 @@ static int round_p2p(ptsc_ctx_t *ctx, tstate_t *ts, int round, int me, slot_t *s
             sl->len = p.len;
             sl->cap = p.cap;
             sl->seq = ts->recv_seq[s]++;
-            memset(sl->buf, 0xA5, (size_t)p.cap);
-            CHECK_OK(ptsc_irecv(ctx, sl->buf, p.cap, MPI_BYTE, s / g_nthreads, s % g_nthreads, p.tag,
-                                &reqs[nreq]));
+            uint8_t *rb = sl->buf;
+            if (g_dev) { /* the pattern lands through the stream; ptsc syncs before MPI writes */
+                rb = sl->dbuf;
+                DEV_OK(dev_fill(rb, 0xA5, (size_t)p.cap, dv->stream));
+            } else {
+                memset(rb, 0xA5, (size_t)p.cap);
+            }
+            CHECK_OK(
+                ptsc_irecv(ctx, rb, p.cap, MPI_BYTE, s / g_nthreads, s % g_nthreads, p.tag, &reqs[nreq]));
             done[nreq] = 0;
             nreq++;
             nrecv++;
@@ -255,6 +386,11 @@ static int round_p2p(ptsc_ctx_t *ctx, tstate_t *ts, int round, int me, slot_t *s
                 b[HDR_BYTES + i] = pbyte(me, seq, i);
             hdr_t h = {g_rank, me % g_nthreads, round, seq, (uint32_t)p.len, checksum(b + HDR_BYTES, n)};
             memcpy(b, &h, sizeof h);
+        }
+        if (g_dev) { /* copied on the stream, not waited for: ptsc syncs per its scope before reading */
+            uint8_t *d = dv->dsend + (size_t)k * MAX_PAYLOAD;
+            DEV_OK(dev_copy(d, b, (size_t)p.len, 1, dv->stream));
+            b = d;
         }
         if (p.blocking) {
             CHECK_OK(ptsc_send(ctx, b, p.len, MPI_BYTE, p.dst / g_nthreads, p.dst % g_nthreads, p.tag));
@@ -301,6 +437,12 @@ static int round_p2p(ptsc_ctx_t *ctx, tstate_t *ts, int round, int me, slot_t *s
             }
         }
     }
+    if (g_dev) { /* the received bytes, and the pattern past them, back to the host */
+        for (int j = 0; j < nrecv; j++)
+            if (done[j])
+                DEV_OK(dev_copy(slots[j].buf, slots[j].dbuf, (size_t)slots[j].cap, 0, dv->stream));
+        DEV_OK(dev_sync(dv->stream));
+    }
     for (int j = 0; j < nreq; j++) {
         if (j < nrecv)
             check_slot(ts, &slots[j], done[j], rcs[j], &infos[j], style != 1, me);
@@ -314,10 +456,20 @@ static int round_p2p(ptsc_ctx_t *ctx, tstate_t *ts, int round, int me, slot_t *s
 }
 
 /* Lane collectives: an allreduce with a known sum and a bcast of checkable bytes. */
-static int round_coll(ptsc_ctx_t *ctx, int round, int t)
+static int round_coll(ptsc_ctx_t *ctx, int round, int t, const devbufs_t *dv)
 {
     int64_t in[2] = {(int64_t)(g_rank + 1) * 1000 + t * 7 + round, 1}, out[2] = {0, 0};
-    CHECK_OK(ptsc_allreduce(ctx, in, out, 2, MPI_INT64_T, MPI_SUM));
+    if (g_dev) { /* input and a garbage output through the stream, unsynchronised */
+        memcpy(dv->hcoll + COLL_IN, in, sizeof in);
+        DEV_OK(dev_copy(dv->dcoll + COLL_IN, dv->hcoll + COLL_IN, sizeof in, 1, dv->stream));
+        DEV_OK(dev_fill(dv->dcoll + COLL_OUT, 0xFF, sizeof out, dv->stream));
+        CHECK_OK(ptsc_allreduce(ctx, dv->dcoll + COLL_IN, dv->dcoll + COLL_OUT, 2, MPI_INT64_T, MPI_SUM));
+        DEV_OK(dev_copy(dv->hcoll + COLL_OUT, dv->dcoll + COLL_OUT, sizeof out, 0, dv->stream));
+        DEV_OK(dev_sync(dv->stream));
+        memcpy(out, dv->hcoll + COLL_OUT, sizeof out);
+    } else {
+        CHECK_OK(ptsc_allreduce(ctx, in, out, 2, MPI_INT64_T, MPI_SUM));
+    }
     int64_t want = 0;
     for (int r = 0; r < g_nranks; r++)
         want += (int64_t)(r + 1) * 1000 + t * 7 + round;
@@ -325,16 +477,65 @@ static int round_coll(ptsc_ctx_t *ctx, int round, int t)
           (long long)out[0], (long long)out[1], (long long)want, g_nranks);
     int root = (round + t) % g_nranks;
     int n = (int)(h4((uint64_t)round, (uint64_t)t, 3, 0xBC) % BCAST_MAX);
-    uint8_t buf[BCAST_MAX];
+    uint8_t hbuf[BCAST_MAX], *buf = g_dev ? dv->hcoll + COLL_BCAST : hbuf;
     for (int i = 0; i < n; i++)
         buf[i] = g_rank == root ? pbyte(t + 1000, (uint32_t)round, i) : 0;
-    CHECK_OK(ptsc_bcast(ctx, buf, n, MPI_BYTE, root));
+    if (g_dev) {
+        uint8_t *d = dv->dcoll + COLL_BCAST;
+        if (g_rank == root)
+            DEV_OK(dev_copy(d, buf, (size_t)n, 1, dv->stream));
+        else
+            DEV_OK(dev_fill(d, 0, (size_t)n, dv->stream));
+        CHECK_OK(ptsc_bcast(ctx, d, n, MPI_BYTE, root));
+        DEV_OK(dev_copy(buf, d, (size_t)n, 0, dv->stream));
+        DEV_OK(dev_sync(dv->stream));
+    } else {
+        CHECK_OK(ptsc_bcast(ctx, buf, n, MPI_BYTE, root));
+    }
     for (int i = 0; i < n; i++)
         if (buf[i] != pbyte(t + 1000, (uint32_t)round, i)) {
             test_fail(__FILE__, __LINE__, "bcast round %d root %d: byte %d of %d wrong", round, root, i, n);
             break;
         }
     return PTSC_OK;
+}
+
+/* Device mode: the thread's buffers, the receive area as large as the largest round of the schedule needs. */
+static int dev_setup(ptsc_ctx_t *ctx, devbufs_t *dv, int me, uint8_t **sbufs)
+{
+    int G = g_nranks * g_nthreads;
+    CHECK_OK(ptsc_ctx_stream(ctx, &dv->stream));
+    CHECK(dv->stream != NULL, "device mode: the thread has no stream");
+    for (int round = 0; round < g_rounds; round++) {
+        size_t off = 0;
+        for (int s = 0; s < G; s++)
+            for (int k = 0; k < g_msgs; k++) {
+                plan_t p = plan(round, s, k);
+                if (p.dst == me)
+                    off = dev_next(off, p.cap);
+            }
+        if (off > dv->recv_bytes)
+            dv->recv_bytes = off;
+    }
+    DEV_OK(dev_alloc(&dv->dsend, (size_t)g_msgs * MAX_PAYLOAD, 0));
+    DEV_OK(dev_alloc(&dv->hsend, (size_t)g_msgs * MAX_PAYLOAD, 1));
+    DEV_OK(dev_alloc(&dv->drecv, dv->recv_bytes, 0));
+    DEV_OK(dev_alloc(&dv->hrecv, dv->recv_bytes, 1));
+    DEV_OK(dev_alloc(&dv->dcoll, COLL_BYTES, 0));
+    DEV_OK(dev_alloc(&dv->hcoll, COLL_BYTES, 1));
+    for (int k = 0; k < g_msgs; k++)
+        sbufs[k] = dv->hsend + (size_t)k * MAX_PAYLOAD;
+    return PTSC_OK;
+}
+
+static void dev_release(devbufs_t *dv)
+{
+    dev_free(dv->dsend, 0);
+    dev_free(dv->hsend, 1);
+    dev_free(dv->drecv, 0);
+    dev_free(dv->hrecv, 1);
+    dev_free(dv->dcoll, 0);
+    dev_free(dv->hcoll, 1);
 }
 
 static int body(ptsc_ctx_t *ctx, void *arg)
@@ -356,26 +557,37 @@ static int body(ptsc_ctx_t *ctx, void *arg)
     ptsc_info_t *infos = calloc((size_t)maxreq, sizeof *infos);
     int *done = calloc(2 * (size_t)maxreq, sizeof(int)), *order = calloc((size_t)maxreq, sizeof(int));
     uint8_t **sbufs = calloc((size_t)g_msgs, sizeof *sbufs);
-    for (int k = 0; k < g_msgs; k++)
-        sbufs[k] = malloc(MAX_PAYLOAD);
-    /* Receive buffers are allocated lazily by size need: one pool per slot. */
-    for (int i = 0; i < maxslots; i++)
-        slots[i].buf = NULL;
+    devbufs_t dv = {0};
     int rc = PTSC_OK;
+    if (g_dev)
+        rc = dev_setup(ctx, &dv, me, sbufs);
+    else
+        for (int k = 0; k < g_msgs; k++)
+            sbufs[k] = malloc(MAX_PAYLOAD);
+    /* Host mode: receive buffers are allocated lazily by size need, one pool per slot. */
+    for (int i = 0; i < maxslots; i++)
+        slots[i].buf = slots[i].dbuf = NULL;
     for (int round = 0; round < g_rounds && rc == PTSC_OK; round++) {
         /* Buffers sized for this round's receives. */
         int n = 0;
+        size_t off = 0;
         for (int s = 0; s < G; s++)
             for (int k = 0; k < g_msgs; k++) {
                 plan_t p = plan(round, s, k);
                 if (p.dst == me) {
-                    slots[n].buf = realloc(slots[n].buf, (size_t)p.cap + 1);
+                    if (g_dev) {
+                        slots[n].dbuf = dv.drecv + off;
+                        slots[n].buf = dv.hrecv + off;
+                        off = dev_next(off, p.cap);
+                    } else {
+                        slots[n].buf = realloc(slots[n].buf, (size_t)p.cap + 1);
+                    }
                     n++;
                 }
             }
-        rc = round_p2p(ctx, &ts, round, me, slots, maxslots, reqs, infos, done, order, sbufs);
+        rc = round_p2p(ctx, &ts, round, me, slots, maxslots, reqs, infos, done, order, sbufs, &dv);
         if (rc == PTSC_OK)
-            rc = round_coll(ctx, round, t);
+            rc = round_coll(ctx, round, t, &dv);
 #pragma omp barrier
     }
     for (int s = 0; s < G; s++)
@@ -388,10 +600,14 @@ static int body(ptsc_ctx_t *ctx, void *arg)
     __atomic_add_fetch(&g_dup, ts.dup, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&g_corrupt, ts.corrupt, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&g_expected, ts.expected, __ATOMIC_SEQ_CST);
-    for (int i = 0; i < maxslots; i++)
-        free(slots[i].buf);
-    for (int k = 0; k < g_msgs; k++)
-        free(sbufs[k]);
+    if (g_dev) {
+        dev_release(&dv);
+    } else {
+        for (int i = 0; i < maxslots; i++)
+            free(slots[i].buf);
+        for (int k = 0; k < g_msgs; k++)
+            free(sbufs[k]);
+    }
     free(sbufs);
     free(order);
     free(done);
@@ -404,9 +620,52 @@ static int body(ptsc_ctx_t *ctx, void *arg)
     return rc;
 }
 
+/* Ends a run that cannot use device buffers here: rank 0 says why; exit status 0. */
+static int skip_run(const char *why)
+{
+    if (g_rank == 0)
+        printf("mpi_stress: SKIPPED (%s)\n", why);
+    fflush(stdout);
+    __atomic_store_n(&g_done, 1, __ATOMIC_SEQ_CST);
+    pthread_join(g_watchdog, NULL);
+    ptsc_finalize();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    const char *mem = getenv("MPI_STRESS_MEM");
+    if (mem && strcmp(mem, "device") == 0) {
+        g_dev = 1;
+        int ndev = 0;
+#ifdef MPI_STRESS_CUDA
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess)
+            ndev = 0;
+#endif
+        if (ndev == 0) { /* before MPI starts: every rank says it */
+            printf("mpi_stress: SKIPPED (no CUDA device)\n");
+            return 0;
+        }
+    } else if (mem && strcmp(mem, "host") != 0) {
+        fprintf(stderr, "FAIL mpi_stress: MPI_STRESS_MEM=%s: host or device\n", mem);
+        return 2;
+    }
     g_nthreads = test_init(&argc, &argv, &g_nranks);
+    if (g_dev) {
+        int cuda = 0, aware = 0, staging = 0;
+        int frc = ptsc_features(&cuda, &aware, &staging);
+        CHECK(frc == PTSC_OK, "ptsc_features: %s", ptsc_status_name(frc));
+        if (!cuda)
+            return skip_run("no CUDA device");
+        /* PTSC_STAGING=never on an MPI that is not CUDA-aware: ptsc warns and
+         * hands device pointers to MPI as they are, which MPI reads as host
+         * memory; not a configuration to stress. */
+        if (!staging && !aware)
+            return skip_run("PTSC_STAGING=never needs a CUDA-aware MPI");
+        if (g_rank == 0)
+            printf("mpi_stress: device buffers; ptsc staging %s, MPI CUDA-aware %s\n", staging ? "on" : "off",
+                   aware ? "yes" : "no");
+    }
     if (argc > 1)
         g_rounds = atoi(argv[1]);
     if (argc > 2)
