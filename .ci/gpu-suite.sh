@@ -14,8 +14,7 @@
 #  6. mpi_stress with device buffers (MPI_STRESS_MEM=device) at 4 ranks x 16
 #     threads, in both builds: the staging path in 4 KiB pieces (sys) and the
 #     direct path for every message (cuda); its final line goes to the table.
-#     Under compute-sanitizer (step 3) a small device run of it, 2 ranks x 4
-#     threads, once per tool.
+#     Under compute-sanitizer (step 3) the same run once per tool.
 #
 # PTSC_GPU_BENCH=0 leaves the benchmarks out (about 100 s), PTSC_GPU_SANITIZER=0
 # the compute-sanitizer runs (up to 150 s each), PTSC_GPU_CTEST=0 the two ctest
@@ -28,7 +27,10 @@
 # PTSC_GPU_STRESS=0 leaves the mpi_stress device runs out (step 6, expected
 # well under a minute per build, at most 300 s; and its sanitizer runs, at
 # most 120 s each); PTSC_GPU_STRESS_ROUNDS (default 50) sets the rounds of
-# step 6, 1024 messages each.
+# step 6, 1024 messages each. PTSC_GPU_SAN_STRESS="RANKS THREADS ROUNDS MSGS"
+# (default "4 16 50 16", the size of step 6: 51200 messages; 6144 took 1 to
+# 3 s under each tool on the H200) sizes the mpi_stress runs under
+# compute-sanitizer, PTSC_GPU_SAN_LIMIT (default 120) their timeout in seconds.
 # Logs go to $OUT (default ./gpu-out); the summary table is printed last and
 # saved as $OUT/summary.md. Budget: about 8 minutes. Exit status: 0 when
 # every step passed, 1 otherwise (every step runs regardless).
@@ -60,8 +62,10 @@ GPU_BUILDS=${PTSC_GPU_BUILDS:-sys cuda}
 GPU_DIFF_OPS=${PTSC_GPU_DIFF_OPS:-600}
 GPU_STRESS=${PTSC_GPU_STRESS:-1}
 GPU_STRESS_ROUNDS=${PTSC_GPU_STRESS_ROUNDS:-50}
+GPU_SAN_STRESS=${PTSC_GPU_SAN_STRESS:-4 16 50 16}
+GPU_SAN_LIMIT=${PTSC_GPU_SAN_LIMIT:-120}
 unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS \
-  PTSC_GPU_STRESS PTSC_GPU_STRESS_ROUNDS
+  PTSC_GPU_STRESS PTSC_GPU_STRESS_ROUNDS PTSC_GPU_SAN_STRESS PTSC_GPU_SAN_LIMIT
 want() { case " $GPU_BUILDS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # row STEP STATUS DETAIL SECONDS
@@ -214,11 +218,13 @@ elif [ -x "$SAN" ] && [ -x "$BIN/test_gpu_stagepool" ]; then
   else
     for tool in memcheck racecheck synccheck; do
       name="sanitizer-$tool-mpi_stress"
-      san_step "$name" 120 env MPI_STRESS_MEM=device PTSC_MAX_THREADS=4 OMP_NUM_THREADS=4 PTSCTEST_DEADLINE=100 \
-        OMPI_MCA_mpi_yield_when_idle=1 mpiexec -n 2 --oversubscribe "$SAN" --tool "$tool" --error-exitcode 99 \
-        build-gpu-sys/tests/mpi_stress 6 8
+      # shellcheck disable=SC2086
+      set -- $GPU_SAN_STRESS
+      san_step "$name" "$GPU_SAN_LIMIT" env MPI_STRESS_MEM=device PTSC_MAX_THREADS="$2" OMP_NUM_THREADS="$2" \
+        PTSCTEST_DEADLINE=$((GPU_SAN_LIMIT - 20)) OMPI_MCA_mpi_yield_when_idle=1 \
+        mpiexec -n "$1" --oversubscribe "$SAN" --tool "$tool" --error-exitcode 99 build-gpu-sys/tests/mpi_stress "$3" "$4"
       errs=$(grep -Eo '(ERROR|RACECHECK) SUMMARY: [0-9]+ (error|hazard)' "$SAN_LOG" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
-      stress_row "$(basename "$SAN_LOG" .log)" "compute-sanitizer $tool: mpi_stress device (2 ranks x 4 threads)" \
+      stress_row "$(basename "$SAN_LOG" .log)" "compute-sanitizer $tool: mpi_stress device ($1 ranks x $2 threads, $3 x $4)" \
         "$SAN_NOTE${errs:-no summary}"
     done
   fi
