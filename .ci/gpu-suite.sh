@@ -10,7 +10,8 @@
 #  3. compute-sanitizer memcheck, racecheck and synccheck on GPU test binaries
 #     of the staging build.
 #  4. The jacobi example on the device, in both builds (if built).
-#  5. The benchmarks, in both builds.
+#  5. The benchmarks, in both builds (tests/bench/run_all.py: report, CSV
+#     and plots under $OUT/perf).
 #  6. mpi_stress with device buffers (MPI_STRESS_MEM=device) at 4 ranks x 16
 #     threads, in both builds: the staging path in 4 KiB pieces (sys) and the
 #     direct path for every message (cuda); its final line goes to the table.
@@ -272,20 +273,25 @@ run_stress() {
 }
 want sys && run_stress sys build-gpu-sys "staging, 4 KiB pieces" PTSC_STAGING=always PTSC_STAGING_CHUNK=4k
 
-# 5. Benchmarks (markdown tables; the direct path only in the CUDA-aware build):
-#    the run_bench target, i.e. bench_scope, bench_staging, bench_classify and
-#    bench_sync (per-call cost of each scope's sync form, idle GPU).
+# 5. Benchmarks (the direct path only in the CUDA-aware build): every program
+#    of tests/bench through tests/bench/run_all.py, which writes the report,
+#    one CSV per table and (with matplotlib) the plots under $OUT/perf as
+#    h200-TAG-<date>*; without python3, the run_bench target's tables.
 run_bench() {
   local tag=$1 dir=$2
   if [ "$GPU_BENCH" = 0 ]; then
     row "$tag benchmarks" SKIP "PTSC_GPU_BENCH=0" "-"
     return
   fi
-  run_step "$tag-bench" 240 cmake --build "$dir" --target run_bench
+  if command -v python3 >/dev/null; then
+    run_step "$tag-bench" 300 python3 tests/bench/run_all.py "$dir" "$OUT/perf" --machine "h200-$tag"
+  else
+    run_step "$tag-bench" 240 cmake --build "$dir" --target run_bench
+  fi
   local st=PASS
   [ "$STEP_RC" -eq 0 ] || st=FAIL
   grep -E '^(\||#|[A-Za-z].*:)' "$OUT/$tag-bench.log" | grep -v '^== ' >"$OUT/$tag-bench.md" || true
-  row "$tag benchmarks" "$st" "tables in $tag-bench.md" "$STEP_SECS"
+  row "$tag benchmarks" "$st" "tables in $tag-bench.md and perf/" "$STEP_SECS"
 }
 want sys && run_bench sys build-gpu-sys
 

@@ -2,7 +2,7 @@
  * bench_scope: what each sync scope costs when several threads of a rank
  * feed the GPU at once.
  *
- * Two ranks; T threads each (T = 1, 2, 4, 8). Thread t of rank 0 queues GPU
+ * Two ranks; T threads each. Thread t of rank 0 queues GPU
  * work on its bound stream and then ptsc_sends the device buffer to thread t
  * of rank 1, which receives it and queues its own work on it. The scope
  * decides what ptsc waits for before MPI touches the buffer:
@@ -10,8 +10,12 @@
  *   global  the legacy stream, i.e. every blocking stream of the device;
  *   device  cudaDeviceSynchronize: every thread waits for every kernel;
  *   none    nothing (unsafe: the receiver may get stale data), a lower bound.
- * Reported: messages per second over all threads, the ratio to the thread
- * scope, and the mean time of one sync.
+ * Two more variants: `by hand`, cudaDeviceSynchronize() before every send
+ * and receive with ptsc's scope none (what code written without ptsc
+ * does), and `no communication`, the GPU work alone (the ceiling: the rate
+ * the threads' kernels allow). Reported: messages per second over all
+ * threads, the thread scope against the ceiling, the others against the
+ * thread scope, and the mean time of one sync.
  *
  * A second table gives thread 0 `--imbalance` times more work per message
  * than the others (one slow worker, as in a load-imbalanced code) and
@@ -24,7 +28,8 @@
  * (every column should be equal).
  *
  *   mpiexec -n 2 bench_scope [--reps R] [--bytes B] [--work W] [--quick]
- * Thread counts above PTSC_MAX_THREADS are skipped (set it to 8).
+ * T = 1, 2, 4, 8, 16; thread counts above PTSC_MAX_THREADS are skipped
+ * (set it to 16).
  */
 #include "bench_util.h"
 
@@ -33,18 +38,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXT 8
-#define NSCOPES 4
+#define MAXT 16
 
-static const ptsc_scope_t scopes[NSCOPES] = {PTSC_SCOPE_THREAD, PTSC_SCOPE_GLOBAL, PTSC_SCOPE_DEVICE,
-                                             PTSC_SCOPE_NONE};
+/* The variants of a phase: ptsc's four scopes, the hand-written habit and
+ * the ceiling. */
+enum { V_THREAD, V_GLOBAL, V_DEVICE, V_NONE, V_HABIT, V_CEILING, NVAR };
+static const ptsc_scope_t scopes[NVAR] = {PTSC_SCOPE_THREAD, PTSC_SCOPE_GLOBAL, PTSC_SCOPE_DEVICE,
+                                          PTSC_SCOPE_NONE,   PTSC_SCOPE_NONE,   PTSC_SCOPE_NONE};
 
 typedef struct {
     int reps, work, gpu, rank;
     int imbalance; /* thread 0's work is multiplied by this (1: balanced) */
     size_t bytes;
-    double sec[NSCOPES][MAXT];
-    uint64_t syncs[NSCOPES][MAXT], sync_ns[NSCOPES][MAXT];
+    double sec[NVAR][MAXT];
+    uint64_t syncs[NVAR][MAXT], sync_ns[NVAR][MAXT];
 } run_t;
 
 /* Every thread of both ranks starts a phase together: the OpenMP barrier
@@ -56,12 +63,23 @@ static void align(ptsc_ctx_t *ctx)
     BENCH_CHECK(ptsc_barrier(ctx));
 }
 
-static void one_round(ptsc_ctx_t *ctx, run_t *run, float *buf, void *stream, int t, int n)
+/* One iteration: rank 0 computes and sends, rank 1 receives and computes.
+ * V_HABIT syncs the whole device by hand before MPI touches the buffer and
+ * lets ptsc sync nothing (scope none), as code written without ptsc does;
+ * V_CEILING computes and does not communicate. */
+static void one_round(ptsc_ctx_t *ctx, run_t *run, int v, float *buf, void *stream, int t, int n)
 {
     int work = t == 0 ? run->work * run->imbalance : run->work;
-    if (run->rank == 0) {
-        if (run->gpu)
+    if (run->rank == 0 && run->gpu)
+        BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), work, stream));
+    if (v == V_CEILING) {
+        if (run->rank != 0 && run->gpu)
             BENCH_CHECK(bench_gpu_work(buf, run->bytes / sizeof(float), work, stream));
+        return;
+    }
+    if (v == V_HABIT && run->gpu)
+        BENCH_CHECK(bench_gpu_device_sync());
+    if (run->rank == 0) {
         BENCH_CHECK(ptsc_send(ctx, buf, n, MPI_FLOAT, 1, t, 0));
     } else {
         BENCH_CHECK(ptsc_recv(ctx, buf, n, MPI_FLOAT, 0, t, 0));
@@ -86,17 +104,17 @@ static int run_threads(ptsc_ctx_t *ctx, void *arg)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
-    for (int s = 0; s < NSCOPES; s++) {
+    for (int s = 0; s < NVAR; s++) {
         ptsc_stats_t before, after;
         BENCH_CHECK(ptsc_ctx_set_scope(ctx, scopes[s], NULL));
         for (int r = 0; r < 3; r++) /* warm-up: staging buffers, lane connections */
-            one_round(ctx, run, buf, stream, t, n);
+            one_round(ctx, run, s, buf, stream, t, n);
         BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
         align(ctx);
         BENCH_CHECK(ptsc_ctx_stats(ctx, &before));
         double t0 = bench_now();
         for (int r = 0; r < run->reps; r++)
-            one_round(ctx, run, buf, stream, t, n);
+            one_round(ctx, run, s, buf, stream, t, n);
         /* The last round's work counts too. */
         BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
         run->sec[s][t] = bench_now() - t0;
@@ -175,25 +193,29 @@ int main(int argc, char **argv)
                    "measures the overhead of the scope logic alone. 2 ranks, %d messages of %s per "
                    "thread.\n\n",
                    run.reps, bench_size_text(run.bytes, sz, sizeof sz));
-        printf(
-            "| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | global / thread "
-            "| device / thread | none / thread | mean sync us (thread / global / device) |\n");
-        printf("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        printf("Columns: messages/s over all threads under each scope; `by hand`: cudaDeviceSynchronize() "
+               "before every send and receive and ptsc's scope none (the habit of code written without "
+               "ptsc); `no communication`: the same GPU work without sending (the ceiling).\n\n");
+        printf("| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | by hand "
+               "(cudaDeviceSynchronize) msg/s | no communication msg/s | thread / no communication | by hand "
+               "/ thread | global / thread | device / thread | none / thread | mean sync us (thread / "
+               "global / device) |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     }
 
-    static const int tlist[] = {1, 2, 4, MAXT};
+    static const int tlist[] = {1, 2, 4, 8, MAXT};
     for (size_t k = 0; k < sizeof tlist / sizeof tlist[0]; k++) {
         const int T = tlist[k];
         if (T > slots) {
             if (run.rank == 0)
-                printf("| %d | skipped: PTSC_MAX_THREADS is %d | | | | | | | |\n", T, slots);
+                printf("| %d | skipped: PTSC_MAX_THREADS is %d | | | | | | | | | | | |\n", T, slots);
             continue;
         }
         BENCH_CHECK(ptsc_omp_run(T, run_threads, &run));
         if (run.rank != 0)
             continue;
-        double rate[NSCOPES], sync_us[NSCOPES];
-        for (int s = 0; s < NSCOPES; s++) {
+        double rate[NVAR], sync_us[NVAR];
+        for (int s = 0; s < NVAR; s++) {
             double slowest = 0;
             uint64_t syncs = 0, ns = 0;
             for (int t = 0; t < T; t++) {
@@ -204,9 +226,13 @@ int main(int argc, char **argv)
             rate[s] = slowest > 0 ? (double)T * run.reps / slowest : 0;
             sync_us[s] = syncs ? 1e-3 * (double)ns / (double)syncs : 0;
         }
-        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.1f / %.1f / %.1f |\n", T, rate[0],
-               rate[1], rate[2], rate[3], rate[1] / rate[0], rate[2] / rate[0], rate[3] / rate[0], sync_us[0],
-               sync_us[1], sync_us[2]);
+        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f / "
+               "%.1f / "
+               "%.1f |\n",
+               T, rate[V_THREAD], rate[V_GLOBAL], rate[V_DEVICE], rate[V_NONE], rate[V_HABIT],
+               rate[V_CEILING], rate[V_THREAD] / rate[V_CEILING], rate[V_HABIT] / rate[V_THREAD],
+               rate[V_GLOBAL] / rate[V_THREAD], rate[V_DEVICE] / rate[V_THREAD],
+               rate[V_NONE] / rate[V_THREAD], sync_us[V_THREAD], sync_us[V_GLOBAL], sync_us[V_DEVICE]);
         fflush(stdout);
     }
     /* One slow worker: thread 0 does `imbalance` times the work. */
@@ -214,10 +240,10 @@ int main(int argc, char **argv)
     if (run.rank == 0) {
         printf("\n## bench_scope, imbalanced: thread 0 does %dx the GPU work; rate of the other threads\n\n",
                run.imbalance);
-        printf(
-            "| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | global / thread "
-            "| device / thread |\n");
-        printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+        printf("| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | by hand "
+               "(cudaDeviceSynchronize) msg/s | no communication msg/s | global / thread | device / thread | "
+               "by hand / thread |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     }
     for (size_t k = 1; k < sizeof tlist / sizeof tlist[0]; k++) {
         const int T = tlist[k];
@@ -226,14 +252,16 @@ int main(int argc, char **argv)
         BENCH_CHECK(ptsc_omp_run(T, run_threads, &run));
         if (run.rank != 0)
             continue;
-        double rate[NSCOPES];
-        for (int s = 0; s < NSCOPES; s++) {
+        double rate[NVAR];
+        for (int s = 0; s < NVAR; s++) {
             rate[s] = 0;
             for (int t = 1; t < T; t++)
                 rate[s] += run.sec[s][t] > 0 ? run.reps / run.sec[s][t] : 0;
         }
-        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f |\n", T, rate[0], rate[1], rate[2], rate[3],
-               rate[1] / rate[0], rate[2] / rate[0]);
+        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", T, rate[V_THREAD],
+               rate[V_GLOBAL], rate[V_DEVICE], rate[V_NONE], rate[V_HABIT], rate[V_CEILING],
+               rate[V_GLOBAL] / rate[V_THREAD], rate[V_DEVICE] / rate[V_THREAD],
+               rate[V_HABIT] / rate[V_THREAD]);
         fflush(stdout);
     }
     BENCH_CHECK(ptsc_finalize());

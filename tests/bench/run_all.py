@@ -44,7 +44,7 @@ JOBS = [
     ("bench_host-shared", "bench_host", True,
      {"PTSC_MAX_THREADS": "16", "OMP_NUM_THREADS": "16", "PTSC_COMM": "shared"}, ["--only", "rate"]),
     ("bench_scope", "bench_scope", True,
-     {"PTSC_MAX_THREADS": "8", "OMP_NUM_THREADS": "8", "PTSC_STATS": "1"}, []),
+     {"PTSC_MAX_THREADS": "16", "OMP_NUM_THREADS": "16", "PTSC_STATS": "1"}, []),
     ("bench_staging", "bench_staging", True, {"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}, []),
     ("bench_classify", "bench_classify", False, {"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1"}, []),
     ("bench_sync-per-thread", "bench_sync", False,
