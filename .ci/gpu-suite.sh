@@ -319,6 +319,9 @@ fi
 } | tee "$OUT/summary.md"
 # At most eight files come back from the GPU machine: keep the summary, the
 # benchmark and race tables, and pack every log into one archive.
+# The benchmark reports, CSV and plots (run_all.py's perf/ tree) go into
+# perf.tgz, whole.
 (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz ./*.log ./*.txt ./*.xml 2>/dev/null &&
   rm -f ./*.log ./*.txt ./*.xml)
+[ -d "$OUT/perf" ] && (cd "$OUT" && tar czf perf.tgz perf && rm -rf perf)
 exit $FAILED
