@@ -1,12 +1,13 @@
 # Install headers, the library, ptsc-info, a CMake package exporting
 # ptsc::ptsc for find_package(ptsc), and a pkg-config file.
 include(CMakePackageConfigHelpers)
-install(TARGETS ptsc ptsc-info EXPORT ptscTargets
+install(TARGETS ptsc ptsc-mpi ptsc-info EXPORT ptscTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/ptsc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(PROGRAMS ${PROJECT_BINARY_DIR}/src/install/ptsc-run DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/ptsc/status.h ${PROJECT_BINARY_DIR}/include/ptsc/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ptsc)
 install(EXPORT ptscTargets NAMESPACE ptsc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptsc)

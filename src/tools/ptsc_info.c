@@ -17,6 +17,7 @@
 
 #include "ptsc_internal.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +227,15 @@ int main(int argc, char **argv)
            : cuda_aware            ? "direct (CUDA-aware MPI)"
            : staging               ? "staged through pinned host memory"
                      : "neither: device buffers are refused (PTSC_STAGING=never without CUDA-aware MPI)");
+    /* libptsc-mpi (src/interpose.c), where ptsc-run or LD_PRELOAD loaded it. */
+    int (*interposer)(unsigned long *, unsigned long *, unsigned long *) =
+        (int (*)(unsigned long *, unsigned long *, unsigned long *))dlsym(RTLD_DEFAULT,
+                                                                          "ptsc_mpi_interposer");
+    printf("  %-34s %s\n", "plain MPI calls (libptsc-mpi):",
+           !interposer ? "not intercepted (ptsc-run PROGRAM loads the interposer)"
+           : interposer(NULL, NULL, NULL)
+               ? "intercepted: calls that take a buffer get PTSC_SYNC_SCOPE first (auto acts as global)"
+               : "libptsc-mpi loaded but not active (its error is above)");
 
     printf("\nConfiguration (value, source):\n");
     ptsc__config_print(&ptsc__g.cfg, stdout);

@@ -1,0 +1,298 @@
+/*
+ * A plain MPI program (no ptsc call) for libptsc-mpi (src/interpose.c).
+ * Every MPI call it makes that takes a buffer is one the interposer
+ * defines: point-to-point, blocking and non-blocking collectives, MPI_IN_PLACE
+ * and a matched receive. Each result is checked against its closed form.
+ *
+ * The same source is built twice: linked as a plain MPI program
+ * (mpi_interpose) and linked with libptsc-mpi before libmpi
+ * (mpi_interpose_linked). MPI_INTERPOSE_EXPECT=yes requires the
+ * interposer to be active (linked, or preloaded by ptsc-run) and to have
+ * seen exactly the buffers this program passed, in the calls that take
+ * them (the program counts them as it calls); =no requires it to be
+ * absent. So a wrapper that is missing, forwards wrong arguments, or is not
+ * reached fails the test.
+ *
+ * Prints "PASSED mpi_interpose" on rank 0 when every rank passed.
+ */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 64
+
+static int rank, size, failed;
+static unsigned long expect_bufs; /* buffer arguments passed to intercepted calls */
+
+#define CHECK(cond, ...)                                                               \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "mpi_interpose [rank %d] FAIL line %d: ", rank, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fprintf(stderr, "\n");                                                     \
+            failed++;                                                                  \
+        }                                                                              \
+    } while (0)
+#define MPI_OK(call) CHECK((call) == MPI_SUCCESS, "%s failed", #call)
+/* Count the buffers of one call (1 or 2; MPI_IN_PLACE is not a buffer). */
+#define BUFS(n) (expect_bufs += (n))
+
+static int val(int from, int to, int k) { return from * 1000000 + to * 1000 + k; }
+
+static void point_to_point(void)
+{
+    int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
+    int sb[N], rb[N];
+    for (int k = 0; k < N; k++)
+        sb[k] = val(rank, next, k);
+
+    /* Send / Recv around the ring (even ranks send first). */
+    memset(rb, 0, sizeof rb);
+    if (rank % 2 == 0) {
+        BUFS(2);
+        MPI_OK(MPI_Send(sb, N, MPI_INT, next, 1, MPI_COMM_WORLD));
+        MPI_OK(MPI_Recv(rb, N, MPI_INT, prev, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    } else {
+        BUFS(2);
+        MPI_OK(MPI_Recv(rb, N, MPI_INT, prev, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_OK(MPI_Send(sb, N, MPI_INT, next, 1, MPI_COMM_WORLD));
+    }
+    for (int k = 0; k < N; k++)
+        CHECK(rb[k] == val(prev, rank, k), "Send/Recv: element %d is %d", k, rb[k]);
+
+    /* Isend / Irecv with a receive larger than the message, then Issend. */
+    int big[2 * N];
+    MPI_Request rq[2];
+    /* Statuses, not MPI_STATUSES_IGNORE: GCC 12 reports a false
+     * stringop-overflow on MPICH's definition of it. */
+    MPI_Status st, sts[2];
+    memset(big, 0, sizeof big);
+    BUFS(2);
+    MPI_OK(MPI_Irecv(big, 2 * N, MPI_INT, prev, 2, MPI_COMM_WORLD, &rq[0]));
+    MPI_OK(MPI_Isend(sb, N, MPI_INT, next, 2, MPI_COMM_WORLD, &rq[1]));
+    MPI_OK(MPI_Wait(&rq[0], &st));
+    MPI_OK(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+    int got = -1;
+    MPI_Get_count(&st, MPI_INT, &got);
+    CHECK(got == N && big[N - 1] == val(prev, rank, N - 1) && big[N] == 0, "Isend/Irecv: count %d", got);
+    BUFS(2);
+    MPI_OK(MPI_Irecv(rb, N, MPI_INT, prev, 3, MPI_COMM_WORLD, &rq[0]));
+    MPI_OK(MPI_Issend(sb, N, MPI_INT, next, 3, MPI_COMM_WORLD, &rq[1]));
+    MPI_OK(MPI_Waitall(2, rq, sts));
+    CHECK(rb[7] == val(prev, rank, 7), "Issend: %d", rb[7]);
+
+    /* Sendrecv and Sendrecv_replace. */
+    memset(rb, 0, sizeof rb);
+    BUFS(2);
+    MPI_OK(MPI_Sendrecv(sb, N, MPI_INT, next, 4, rb, N, MPI_INT, prev, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(rb[N - 1] == val(prev, rank, N - 1), "Sendrecv: %d", rb[N - 1]);
+    int rep[N];
+    memcpy(rep, sb, sizeof rep);
+    BUFS(1);
+    MPI_OK(MPI_Sendrecv_replace(rep, N, MPI_INT, next, 5, prev, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    CHECK(rep[3] == val(prev, rank, 3), "Sendrecv_replace: %d", rep[3]);
+
+    /* Matched probe and receive (blocking and non-blocking). */
+    MPI_Message msg;
+    BUFS(1);
+    MPI_OK(MPI_Isend(sb, N, MPI_INT, next, 6, MPI_COMM_WORLD, &rq[1]));
+    MPI_OK(MPI_Mprobe(prev, 6, MPI_COMM_WORLD, &msg, &st));
+    memset(rb, 0, sizeof rb);
+    BUFS(1);
+    MPI_OK(MPI_Mrecv(rb, N, MPI_INT, &msg, MPI_STATUS_IGNORE));
+    MPI_OK(MPI_Wait(&rq[1], MPI_STATUS_IGNORE));
+    CHECK(rb[5] == val(prev, rank, 5), "Mrecv: %d", rb[5]);
+    BUFS(1);
+    MPI_OK(MPI_Isend(sb, N, MPI_INT, next, 7, MPI_COMM_WORLD, &rq[1]));
+    MPI_OK(MPI_Mprobe(prev, 7, MPI_COMM_WORLD, &msg, &st));
+    memset(rb, 0, sizeof rb);
+    BUFS(1);
+    MPI_OK(MPI_Imrecv(rb, N, MPI_INT, &msg, &rq[0]));
+    MPI_OK(MPI_Waitall(2, rq, sts));
+    CHECK(rb[9] == val(prev, rank, 9), "Imrecv: %d", rb[9]);
+}
+
+static void collectives(void)
+{
+    int a[N], b[N * 8], c[N * 8];
+    const int root = size - 1;
+    MPI_Request rq;
+
+    /* Bcast and Ibcast from the last rank. */
+    for (int k = 0; k < N; k++)
+        a[k] = rank == root ? val(root, 0, k) : -1;
+    BUFS(1);
+    MPI_OK(MPI_Bcast(a, N, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(a[N - 1] == val(root, 0, N - 1), "Bcast: %d", a[N - 1]);
+    for (int k = 0; k < N; k++)
+        a[k] = rank == root ? k + 7 : -1;
+    BUFS(1);
+    MPI_OK(MPI_Ibcast(a, N, MPI_INT, root, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(a[3] == 10, "Ibcast: %d", a[3]);
+
+    /* Reductions of rank + k: the sum over ranks is size*k + size*(size-1)/2. */
+    const int tri = size * (size - 1) / 2;
+    for (int k = 0; k < N; k++)
+        a[k] = rank + k;
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Allreduce(a, b, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(b[5] == size * 5 + tri, "Allreduce: %d", b[5]);
+    memcpy(b, a, sizeof a);
+    BUFS(1); /* MPI_IN_PLACE is not a buffer */
+    MPI_OK(MPI_Allreduce(MPI_IN_PLACE, b, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(b[6] == size * 6 + tri, "Allreduce in place: %d", b[6]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Iallreduce(a, b, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[7] == size * 7 + tri, "Iallreduce: %d", b[7]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Reduce(a, b, N, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD));
+    CHECK(rank != root || b[8] == size * 8 + tri, "Reduce: %d", b[8]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Ireduce(a, b, N, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(rank != 0 || b[9] == size * 9 + tri, "Ireduce: %d", b[9]);
+    /* Prefixes: sum over ranks 0..r of (r' + k). */
+    const int pre = rank * (rank + 1) / 2, expre = (rank - 1) * rank / 2;
+    BUFS(2);
+    MPI_OK(MPI_Scan(a, b, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(b[2] == (rank + 1) * 2 + pre, "Scan: %d", b[2]);
+    BUFS(2);
+    MPI_OK(MPI_Iscan(a, c, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(c[2] == b[2], "Iscan: %d", c[2]);
+    BUFS(2);
+    MPI_OK(MPI_Exscan(a, b, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(rank == 0 || b[4] == rank * 4 + expre, "Exscan: %d", b[4]);
+    BUFS(2);
+    MPI_OK(MPI_Iexscan(a, c, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(rank == 0 || c[4] == b[4], "Iexscan: %d", c[4]);
+
+    /* Reduce_scatter(_block): each rank gets 2 elements of the sum. */
+    int part[2], counts[8], displs[8];
+    for (int k = 0; k < 2 * size; k++)
+        b[k] = rank * 100 + k;
+    BUFS(2);
+    MPI_OK(MPI_Reduce_scatter_block(b, part, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(part[1] == 100 * tri + size * (2 * rank + 1), "Reduce_scatter_block: %d", part[1]);
+    for (int r = 0; r < size; r++)
+        counts[r] = 2;
+    part[0] = part[1] = 0;
+    BUFS(2);
+    MPI_OK(MPI_Reduce_scatter(b, part, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(part[0] == 100 * tri + size * (2 * rank), "Reduce_scatter: %d", part[0]);
+
+    /* Gathers and scatters of 2 elements per rank. */
+    int two[2] = {val(rank, 0, 0), val(rank, 0, 1)};
+    for (int r = 0; r < size; r++) {
+        counts[r] = 2;
+        displs[r] = 2 * r;
+    }
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Gather(two, 2, MPI_INT, b, 2, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(rank != root || b[2 * (size - 1) + 1] == val(size - 1, 0, 1), "Gather");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Igather(two, 2, MPI_INT, b, 2, MPI_INT, 0, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(rank != 0 || b[2] == val(1, 0, 0), "Igather");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Gatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(rank != root || b[1] == val(0, 0, 1), "Gatherv");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Allgather(two, 2, MPI_INT, b, 2, MPI_INT, MPI_COMM_WORLD));
+    CHECK(b[2 * (size - 1)] == val(size - 1, 0, 0), "Allgather");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Iallgather(two, 2, MPI_INT, b, 2, MPI_INT, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[3] == val(1, 0, 1), "Iallgather");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Allgatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD));
+    CHECK(b[2] == val(1, 0, 0), "Allgatherv");
+    for (int k = 0; k < 2 * size; k++)
+        c[k] = val(rank, k / 2, k % 2);
+    BUFS(2);
+    MPI_OK(MPI_Scatter(c, 2, MPI_INT, two, 2, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(two[1] == val(root, rank, 1), "Scatter: %d", two[1]);
+    BUFS(2);
+    MPI_OK(MPI_Iscatter(c, 2, MPI_INT, two, 2, MPI_INT, 0, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(two[0] == val(0, rank, 0), "Iscatter: %d", two[0]);
+    BUFS(2);
+    MPI_OK(MPI_Scatterv(c, counts, displs, MPI_INT, two, 2, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(two[0] == val(root, rank, 0), "Scatterv: %d", two[0]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Alltoall(c, 2, MPI_INT, b, 2, MPI_INT, MPI_COMM_WORLD));
+    CHECK(b[2 * root + 1] == val(root, rank, 1), "Alltoall");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Ialltoall(c, 2, MPI_INT, b, 2, MPI_INT, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[0] == val(0, rank, 0), "Ialltoall");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Alltoallv(c, counts, displs, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD));
+    CHECK(b[2 * root] == val(root, rank, 0), "Alltoallv");
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2 || size > 8) {
+        if (rank == 0)
+            fprintf(stderr, "mpi_interpose: FAIL: run it on 2 to 8 ranks\n");
+        MPI_Finalize();
+        return 1;
+    }
+    point_to_point();
+    collectives();
+
+    /* The interposer, as the environment says it must be. */
+    const char *want = getenv("MPI_INTERPOSE_EXPECT");
+    int (*query)(unsigned long *, unsigned long *, unsigned long *) =
+        (int (*)(unsigned long *, unsigned long *, unsigned long *))dlsym(RTLD_DEFAULT,
+                                                                          "ptsc_mpi_interposer");
+    if (want && strcmp(want, "yes") == 0) {
+        unsigned long seen = 0, synced = 0, bad = 0;
+        CHECK(query != NULL, "libptsc-mpi is not loaded");
+        if (query) {
+            int active = query(&seen, &synced, &bad);
+            CHECK(active == 1, "libptsc-mpi loaded but not active");
+            CHECK(seen == expect_bufs, "libptsc-mpi saw %lu buffer arguments, the program passed %lu", seen,
+                  expect_bufs);
+            CHECK(synced == 0 && bad == 0, "host buffers: %lu syncs, %lu failures (expected none)", synced,
+                  bad);
+            if (rank == 0)
+                printf("mpi_interpose: interposer active, %lu of %lu buffer arguments seen\n", seen,
+                       expect_bufs);
+        }
+    } else if (want && strcmp(want, "no") == 0) {
+        CHECK(query == NULL, "libptsc-mpi is loaded but should not be");
+    } else {
+        CHECK(0, "set MPI_INTERPOSE_EXPECT to yes or no");
+    }
+
+    int all = 0;
+    PMPI_Allreduce(&failed, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf(all ? "mpi_interpose: %d failed checks\n" : "PASSED mpi_interpose (%d failed checks)\n", all);
+    MPI_Finalize();
+    return all != 0;
+}
