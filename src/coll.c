@@ -192,7 +192,7 @@ static int mpi_rc(int mrc, const char *call)
     return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, call);
 }
 
-static int layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call)
+int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call)
 {
     MPI_Count lb, true_lb, true_extent;
     memset(L, 0, sizeof *L);
@@ -276,7 +276,7 @@ int ptsc__coll_prep_reduce(ptsc_ctx_t **ctx, int kind, const void *sbuf, void *r
     if (rc == PTSC_OK)
         rc = check_op_type(op, type, call);
     if (rc == PTSC_OK && shared_mode())
-        rc = layout_of(type, scount, &c->L, call);
+        rc = ptsc__layout_of(type, scount, &c->L, call);
     if (rc == PTSC_OK && shared_mode() && !c->L.dense && c->L.size > INT_MAX)
         rc = ptsc__err(
             PTSC_ERR_UNSUPPORTED,

@@ -5,17 +5,17 @@
  * LD_PRELOAD, or linked before libmpi), it defines the MPI calls that take
  * a buffer, and before MPI reads or writes a device, managed or pinned
  * buffer it synchronises as PTSC_SYNC_SCOPE says, then forwards the call to
- * its PMPI_ entry point unchanged. Host buffers are forwarded after the
- * class lookup alone (no CUDA call without a device).
+ * its PMPI_ entry point. Host buffers are forwarded after the class lookup
+ * alone (no CUDA call without a device).
  *
  * It is a separate shared library built from the same objects as libptsc
- * (the class cache of memory.c, the GPU layer, the variable table), not a
- * second implementation; it does not call ptsc_init (which needs
- * MPI_THREAD_MULTIPLE and creates lanes), only the parts that make no MPI
- * call: configuration, device discovery and the class cache, set up right
- * after the program's MPI_Init or MPI_Init_thread. Its copy of ptsc's
- * state is private to it (hidden symbols), so a program that also links
- * libptsc keeps two independent copies.
+ * (the class cache of memory.c, the GPU layer, the variable table, the
+ * datatype layout of coll.c), not a second implementation; it does not call
+ * ptsc_init (which needs MPI_THREAD_MULTIPLE and creates lanes), only the
+ * parts that make no MPI call: configuration, device discovery and the
+ * class cache, set up right after the program's MPI_Init or
+ * MPI_Init_thread. Its copy of ptsc's state is private to it (hidden
+ * symbols, src/interpose.map).
  *
  * Scopes, for threads ptsc does not know:
  *   auto, global  the legacy default stream (every blocking stream);
@@ -25,21 +25,49 @@
  *                 work queued before);
  *   device        cudaDeviceSynchronize;
  *   none          nothing.
- * A failed sync is not passed to MPI: the call returns MPI_ERR_OTHER (the
- * communicator's error handler is not invoked) and ptsc logs the reason.
+ * A failed sync or copy is not passed to MPI: the call returns
+ * MPI_ERR_OTHER (the communicator's error handler is not invoked) and ptsc
+ * logs the reason.
  *
- * Not yet here: staging for an MPI that is not CUDA-aware, persistent
- * requests (MPI_Start), one-sided calls, the race check and a call to name
- * a thread's stream; docs/design.md lists what is intercepted.
+ * Staging (PTSC_STAGING: auto stages where MPI is not CUDA-aware, always,
+ * never): a device or managed buffer is copied to host memory of its true
+ * extent (holes included, so a receive leaves them as they were) after the
+ * sync, MPI gets the host copy with the caller's count and datatype, and a
+ * receive's copy goes back to the device when the call completes: at once
+ * for a blocking call, in the Wait / Test call that completes a
+ * non-blocking one (the request stays the program's own MPI request; a
+ * table maps it to its copy). MPIX_Query_cuda_support answers 1 while
+ * staging is on. Staged: point-to-point and the blocking collectives
+ * Bcast, Reduce, Allreduce, Scan, Exscan, Reduce_scatter_block, Gather,
+ * Scatter, Allgather, Alltoall; the other calls refuse a buffer that would
+ * need staging (MPI_ERR_BUFFER, with the reason logged). Without a device,
+ * PTSC_STAGING=always stages host buffers, so CPU-only machines run the
+ * staging code.
+ *
+ * Not yet here: persistent requests (MPI_Start), one-sided calls, the race
+ * check and a call to name a thread's stream; docs/design.md lists what is
+ * intercepted.
  */
 #include "ptsc_internal.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 
 #define PTSC_MPI_API __attribute__((visibility("default")))
 
 static atomic_int ready; /* set up after MPI_Init*; cleared at MPI_Finalize */
-static atomic_ulong n_calls, n_synced, n_failed;
+static int staging;      /* device and managed buffers are staged */
+static int stage_host;   /* no device and PTSC_STAGING=always: host buffers are staged (tests) */
+static atomic_ulong n_calls, n_synced, n_failed, n_staged;
 static pthread_key_t ev_key;
 
 static void ev_destroy(void *ev) { ptsc__gpu_event_destroy(ev); }
@@ -50,18 +78,28 @@ static const char *scope_name(int scope)
     return scope >= 0 && scope < 5 ? names[scope] : "?";
 }
 
+/* MPI's own answer, past this library's MPIX_Query_cuda_support. */
+static int mpi_cuda_aware(void)
+{
+    int (*real)(void) = (int (*)(void))dlsym(RTLD_NEXT, "MPIX_Query_cuda_support");
+    return real ? real() == 1 : 0;
+}
+
 /* The configuration, devices and class cache; logs and stays off on error
  * (calls are then forwarded unchanged). */
 static void setup(void)
 {
     int rc = ptsc__config_load(&ptsc__g.cfg);
-    if (rc == PTSC_OK) {
+    if (rc == PTSC_OK)
         rc = ptsc__gpu_init(&ptsc__g.ndevices);
-    }
     if (rc != PTSC_OK) {
         ptsc__log(PTSC__LOG_ERROR, "libptsc-mpi: not active: %s", ptsc_last_error());
         return;
     }
+    const ptsc__config_t *c = &ptsc__g.cfg;
+    int aware = c->cuda_aware == PTSC__TRI_AUTO ? mpi_cuda_aware() : c->cuda_aware == PTSC__TRI_YES;
+    staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
+    stage_host = ptsc__g.ndevices == 0 && c->staging == PTSC__STAGING_ALWAYS;
     atomic_store(&ptsc__g.mem_epoch, 1u);
     if (ptsc__g.ndevices > 0)
         pthread_key_create(&ev_key, ev_destroy);
@@ -85,10 +123,53 @@ static int thread_sync(void)
     return rc;
 }
 
-/* Before MPI touches `buf`: MPI_SUCCESS, or MPI_ERR_OTHER when the class
- * lookup or the sync failed. */
-static int before(const void *buf, const char *call)
+static int fail(const char *call, int mpi_err)
 {
+    atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+    ptsc__log(PTSC__LOG_ERROR, "libptsc-mpi: %s: %s", call, ptsc_last_error());
+    return mpi_err;
+}
+
+/* A copy between host and device memory, complete on return. */
+static int copy(void *dst, const void *src, size_t n)
+{
+    if (n == 0)
+        return PTSC_OK;
+    if (ptsc__g.ndevices == 0) {
+        memcpy(dst, src, n);
+        return PTSC_OK;
+    }
+    void *s;
+    int rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &s);
+    if (rc == PTSC_OK)
+        rc = ptsc__gpu_copy_async(dst, src, n, s);
+    return rc == PTSC_OK ? ptsc__gpu_stream_sync(s) : rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Buffers as MPI sees them                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The caller's buffer, or its host copy when staged. */
+typedef struct {
+    char *user;         /* the caller's buffer */
+    char *host;         /* the host copy of bytes [lo, lo + span), NULL: not staged */
+    MPI_Count lo, span; /* the elements' true extent relative to user */
+    int back;           /* copy host -> user when the operation completes */
+} mbuf_t;
+
+enum { SEND, RECV };          /* direction of a buffer */
+enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
+
+static void *wire(const mbuf_t *b) { return b->host ? b->host - b->lo : b->user; }
+
+/* Before MPI touches `count` elements of `type` at `buf`: the sync, then
+ * the host copy where staging applies. MPI_SUCCESS or an MPI error code. */
+static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
+                const char *call)
+{
+    memset(b, 0, sizeof *b);
+    b->user = (char *)buf;
     if (!atomic_load_explicit(&ready, memory_order_acquire) || !buf || buf == MPI_IN_PLACE ||
         buf == MPI_BOTTOM)
         return MPI_SUCCESS;
@@ -104,28 +185,161 @@ static int before(const void *buf, const char *call)
         if (rc == PTSC_OK && scope != PTSC_SCOPE_NONE)
             atomic_fetch_add_explicit(&n_synced, 1, memory_order_relaxed);
     }
-    if (rc == PTSC_OK)
+    if (rc != PTSC_OK)
+        return fail(call, MPI_ERR_OTHER);
+    int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
+    if (!(staging && device) && !(stage_host && cls == PTSC_MEM_HOST))
         return MPI_SUCCESS;
-    atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
-    ptsc__log(PTSC__LOG_ERROR, "libptsc-mpi: %s: %s", call, ptsc_last_error());
-    return MPI_ERR_OTHER;
+    if (can == NO_STAGE) {
+        if (!device)
+            return MPI_SUCCESS; /* a host buffer staged only to test the staging code */
+        ptsc__err(PTSC_ERR_UNSUPPORTED,
+                  "a device buffer needs staging (MPI is not CUDA-aware), which libptsc-mpi does not do for "
+                  "this call yet");
+        return fail(call, MPI_ERR_BUFFER);
+    }
+    ptsc__layout_t L;
+    if (count > INT_MAX) {
+        ptsc__err(PTSC_ERR_UNSUPPORTED, "more than INT_MAX elements to stage");
+        return fail(call, MPI_ERR_COUNT);
+    }
+    if ((rc = ptsc__layout_of(type, (int)count, &L, call)) != PTSC_OK)
+        return fail(call, MPI_ERR_TYPE);
+    if (L.span <= 0)
+        return MPI_SUCCESS;
+    if (!(b->host = malloc((size_t)L.span))) {
+        ptsc__err(PTSC_ERR_NO_MEMORY, "%lld bytes of host memory to stage a buffer", (long long)L.span);
+        return fail(call, MPI_ERR_NO_MEM);
+    }
+    b->lo = L.lo;
+    b->span = L.span;
+    b->back = dir == RECV;
+    /* A receive's copy holds the buffer's present bytes too, so that holes
+     * of the datatype and a shorter message leave them unchanged. */
+    if (copy(b->host, b->user + b->lo, (size_t)b->span) != PTSC_OK) {
+        free(b->host);
+        b->host = NULL;
+        return fail(call, MPI_ERR_OTHER);
+    }
+    atomic_fetch_add_explicit(&n_staged, 1, memory_order_relaxed);
+    return MPI_SUCCESS;
 }
 
-/* Two buffers (send and receive side of one call). */
-static int before2(const void *a, const void *b, const char *call)
+/* After MPI is done with the buffer: a received copy goes back (unless
+ * `keep`, a cancelled receive); the host copy is freed. */
+static int finish(mbuf_t *b, int keep, const char *call)
 {
-    int rc = before(a, call);
-    return rc != MPI_SUCCESS ? rc : before(b, call);
+    if (!b->host)
+        return MPI_SUCCESS;
+    int rc = b->back && !keep ? copy(b->user + b->lo, b->host, (size_t)b->span) : PTSC_OK;
+    free(b->host);
+    b->host = NULL;
+    return rc == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
+}
+
+/* The result of a call with staged buffers: MPI's error first. */
+static int done1(int mrc, mbuf_t *a, const char *call)
+{
+    int frc = finish(a, 0, call);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+static int done2(int mrc, mbuf_t *a, mbuf_t *b, const char *call)
+{
+    int frc = finish(a, 0, call), grc = finish(b, 0, call);
+    return mrc != MPI_SUCCESS ? mrc : frc != MPI_SUCCESS ? frc : grc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Non-blocking staged operations: request -> host copy                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct pending {
+    MPI_Request req;
+    mbuf_t b;
+    const char *call;
+    struct pending *next;
+} pending_t;
+
+static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
+static pending_t *pend;
+static atomic_int n_pending;
+
+static int same_req(MPI_Request a, MPI_Request b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* Remember a started operation's host copy; without memory, wait for it. */
+static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
+{
+    if (!b->host)
+        return mrc;
+    if (mrc != MPI_SUCCESS) {
+        finish(b, 1, call);
+        return mrc;
+    }
+    pending_t *p = malloc(sizeof *p);
+    if (!p) {
+        MPI_Status st;
+        int wrc = PMPI_Wait(req, &st);
+        return done1(wrc, b, call);
+    }
+    p->req = *req;
+    p->b = *b;
+    p->call = call;
+    pthread_mutex_lock(&pend_lock);
+    p->next = pend;
+    pend = p;
+    atomic_fetch_add(&n_pending, 1);
+    pthread_mutex_unlock(&pend_lock);
+    return MPI_SUCCESS;
+}
+
+/* Request `r` (its handle before MPI completed it) completed with `st`:
+ * finish its host copy, if it has one. */
+static int completed(MPI_Request r, const MPI_Status *st)
+{
+    if (same_req(r, MPI_REQUEST_NULL) || !atomic_load(&n_pending))
+        return MPI_SUCCESS;
+    pthread_mutex_lock(&pend_lock);
+    pending_t **pp = &pend, *p = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if (same_req((*pp)->req, r)) {
+            p = *pp;
+            *pp = p->next;
+            atomic_fetch_sub(&n_pending, 1);
+            break;
+        }
+    pthread_mutex_unlock(&pend_lock);
+    if (!p)
+        return MPI_SUCCESS;
+    int cancelled = 0;
+    if (st)
+        PMPI_Test_cancelled(st, &cancelled);
+    int rc = finish(&p->b, cancelled, p->call);
+    free(p);
+    return rc;
+}
+
+static int tracked(MPI_Request r)
+{
+    int found = 0;
+    if (!atomic_load(&n_pending))
+        return 0;
+    pthread_mutex_lock(&pend_lock);
+    for (pending_t *p = pend; p && !found; p = p->next)
+        found = same_req(p->req, r);
+    pthread_mutex_unlock(&pend_lock);
+    return found;
 }
 
 /*
- * Counters of this process: buffer arguments seen, syncs made, failures.
- * 1 while the interposer is active (between MPI_Init and MPI_Finalize).
- * Found with dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer") by ptsc-info and
- * tests, so programs need no header.
+ * Counters of this process: buffer arguments seen, syncs made, failures,
+ * buffers staged. 1 while the interposer is active (between MPI_Init and
+ * MPI_Finalize). Found with dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer") by
+ * ptsc-info and tests, so programs need no header.
  */
-PTSC_MPI_API int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed);
-int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed)
+PTSC_MPI_API int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed,
+                                     unsigned long *staged);
+int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed,
+                        unsigned long *staged)
 {
     if (calls)
         *calls = atomic_load(&n_calls);
@@ -133,6 +347,8 @@ int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned lo
         *synced = atomic_load(&n_synced);
     if (failed)
         *failed = atomic_load(&n_failed);
+    if (staged)
+        *staged = atomic_load(&n_staged);
     return atomic_load(&ready);
 }
 
@@ -162,17 +378,30 @@ PTSC_MPI_API int MPI_Finalize(void)
         if (ptsc__g.cfg.stats) {
             int rank = -1;
             PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            fprintf(stderr, "[ptsc-mpi r%d] buffers %lu synced %lu failed %lu (scope %s)\n", rank,
-                    atomic_load(&n_calls), atomic_load(&n_synced), atomic_load(&n_failed),
-                    scope_name(ptsc__g.cfg.sync_scope));
+            fprintf(stderr,
+                    "[ptsc-mpi r%d] buffers %lu synced %lu staged %lu failed %lu (scope %s, staging %s)\n",
+                    rank, atomic_load(&n_calls), atomic_load(&n_synced), atomic_load(&n_staged),
+                    atomic_load(&n_failed), scope_name(ptsc__g.cfg.sync_scope), staging ? "on" : "off");
         }
+        if (atomic_load(&n_pending))
+            ptsc__log(PTSC__LOG_WARN, "libptsc-mpi: MPI_Finalize with %d staged requests never completed",
+                      atomic_load(&n_pending));
         ptsc__gpu_finalize();
     }
     return PMPI_Finalize();
 }
 
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+/* Programs that ask take their device path: with staging on, device
+ * buffers work through this library. */
+PTSC_MPI_API int MPIX_Query_cuda_support(void)
+{
+    return atomic_load(&ready) && staging ? 1 : mpi_cuda_aware();
+}
+#endif
+
 /* ------------------------------------------------------------------------ */
-/* Point-to-point                                                            */
+/* Completion                                                                */
 /* ------------------------------------------------------------------------ */
 
 #define CHECKED(expr)                \
@@ -182,24 +411,190 @@ PTSC_MPI_API int MPI_Finalize(void)
             return ptsc_rc_;         \
     } while (0)
 
+/* A copy of `n` request handles (and statuses where the caller ignores
+ * them), on the stack up to 16. */
+typedef struct {
+    MPI_Request few[16], *req;
+    MPI_Status fews[16], *st;
+} saved_t;
+
+static int save(saved_t *s, int n, const MPI_Request *reqs, MPI_Status *sts)
+{
+    s->req = n <= 16 ? s->few : malloc((size_t)n * sizeof *s->req);
+    s->st = sts != MPI_STATUSES_IGNORE ? sts : n <= 16 ? s->fews : malloc((size_t)n * sizeof *s->st);
+    if (!s->req || !s->st) {
+        ptsc__err(PTSC_ERR_NO_MEMORY, "request handles");
+        return fail("a completion call", MPI_ERR_NO_MEM);
+    }
+    memcpy(s->req, reqs, (size_t)n * sizeof *s->req);
+    return MPI_SUCCESS;
+}
+
+static void unsave(saved_t *s, MPI_Status *sts)
+{
+    if (s->req && s->req != s->few)
+        free(s->req);
+    if (s->st && s->st != sts && s->st != s->fews)
+        free(s->st);
+}
+
+/* Whether request i of a Waitall / Testall that returned `mrc` completed:
+ * with MPI_ERR_IN_STATUS, those whose status says MPI_ERR_PENDING did not. */
+static int finished(int mrc, const MPI_Status *st)
+{
+    return mrc == MPI_SUCCESS || (mrc == MPI_ERR_IN_STATUS && st->MPI_ERROR != MPI_ERR_PENDING);
+}
+
+PTSC_MPI_API int MPI_Wait(MPI_Request *req, MPI_Status *st)
+{
+    if (!atomic_load(&n_pending))
+        return PMPI_Wait(req, st);
+    MPI_Request r = *req;
+    MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
+    int mrc = PMPI_Wait(req, s), frc = completed(r, s);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    if (!atomic_load(&n_pending))
+        return PMPI_Test(req, flag, st);
+    MPI_Request r = *req;
+    MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
+    int mrc = PMPI_Test(req, flag, s), frc = mrc == MPI_SUCCESS && *flag ? completed(r, s) : MPI_SUCCESS;
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Waitall(n, reqs, sts);
+    saved_t s;
+    CHECKED(save(&s, n, reqs, sts));
+    int mrc = PMPI_Waitall(n, reqs, s.st), frc = MPI_SUCCESS;
+    for (int i = 0; i < n; i++) {
+        if (!finished(mrc, &s.st[i]))
+            continue;
+        int rc = completed(s.req[i], &s.st[i]);
+        frc = frc != MPI_SUCCESS ? frc : rc;
+    }
+    unsave(&s, sts);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Testall(n, reqs, flag, sts);
+    saved_t s;
+    CHECKED(save(&s, n, reqs, sts));
+    int mrc = PMPI_Testall(n, reqs, flag, s.st), frc = MPI_SUCCESS;
+    for (int i = 0; (mrc == MPI_SUCCESS || mrc == MPI_ERR_IN_STATUS) && *flag && i < n; i++) {
+        if (!finished(mrc, &s.st[i]))
+            continue;
+        int rc = completed(s.req[i], &s.st[i]);
+        frc = frc != MPI_SUCCESS ? frc : rc;
+    }
+    unsave(&s, sts);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Waitany(n, reqs, index, st);
+    saved_t s;
+    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
+    MPI_Status own, *sp = st == MPI_STATUS_IGNORE ? &own : st;
+    int mrc = PMPI_Waitany(n, reqs, index, sp), frc = MPI_SUCCESS;
+    if (mrc == MPI_SUCCESS && *index != MPI_UNDEFINED)
+        frc = completed(s.req[*index], sp);
+    unsave(&s, MPI_STATUSES_IGNORE);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Testany(n, reqs, index, flag, st);
+    saved_t s;
+    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
+    MPI_Status own, *sp = st == MPI_STATUS_IGNORE ? &own : st;
+    int mrc = PMPI_Testany(n, reqs, index, flag, sp), frc = MPI_SUCCESS;
+    if (mrc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
+        frc = completed(s.req[*index], sp);
+    unsave(&s, MPI_STATUSES_IGNORE);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+/* Waitsome and Testsome: the completed ones are indices[0 .. *outcount). */
+static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
+{
+    saved_t s;
+    CHECKED(save(&s, n, reqs, sts));
+    int mrc = wait ? PMPI_Waitsome(n, reqs, outcount, indices, s.st)
+                   : PMPI_Testsome(n, reqs, outcount, indices, s.st);
+    int frc = MPI_SUCCESS;
+    for (int k = 0;
+         (mrc == MPI_SUCCESS || mrc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED && k < *outcount;
+         k++) {
+        int rc = completed(s.req[indices[k]], &s.st[k]);
+        frc = frc != MPI_SUCCESS ? frc : rc;
+    }
+    unsave(&s, sts);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+PTSC_MPI_API int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Waitsome(n, reqs, outcount, indices, sts);
+    return some(1, n, reqs, outcount, indices, sts);
+}
+
+PTSC_MPI_API int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
+{
+    if (!atomic_load(&n_pending) || n <= 0)
+        return PMPI_Testsome(n, reqs, outcount, indices, sts);
+    return some(0, n, reqs, outcount, indices, sts);
+}
+
+/* A staged operation's copy can only go back once it completed: freeing
+ * its request waits for it here. */
+PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
+{
+    if (!tracked(*req))
+        return PMPI_Request_free(req);
+    MPI_Request r = *req;
+    MPI_Status st;
+    int mrc = PMPI_Wait(req, &st), frc = completed(r, &st);
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Point-to-point                                                            */
+/* ------------------------------------------------------------------------ */
+
 #define SEND_LIKE(NAME)                                                                           \
     PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, \
                                 MPI_Comm comm)                                                    \
     {                                                                                             \
-        CHECKED(before(buf, "MPI_" #NAME));                                                       \
-        return PMPI_##NAME(buf, count, type, dest, tag, comm);                                    \
+        mbuf_t b;                                                                                 \
+        CHECKED(prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));                       \
+        return done1(PMPI_##NAME(wire(&b), count, type, dest, tag, comm), &b, "MPI_" #NAME);      \
     }
 SEND_LIKE(Send)
 SEND_LIKE(Ssend)
 SEND_LIKE(Bsend)
 SEND_LIKE(Rsend)
 
-#define ISEND_LIKE(NAME)                                                                          \
-    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, \
-                                MPI_Comm comm, MPI_Request *req)                                  \
-    {                                                                                             \
-        CHECKED(before(buf, "MPI_" #NAME));                                                       \
-        return PMPI_##NAME(buf, count, type, dest, tag, comm, req);                               \
+#define ISEND_LIKE(NAME)                                                                               \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,      \
+                                MPI_Comm comm, MPI_Request *req)                                       \
+    {                                                                                                  \
+        mbuf_t b;                                                                                      \
+        CHECKED(prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));                            \
+        return track(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, "MPI_" #NAME); \
     }
 ISEND_LIKE(Isend)
 ISEND_LIKE(Issend)
@@ -209,87 +604,141 @@ ISEND_LIKE(Irsend)
 PTSC_MPI_API int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                           MPI_Status *status)
 {
-    CHECKED(before(buf, "MPI_Recv"));
-    return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Recv"));
+    return done1(PMPI_Recv(wire(&b), count, type, source, tag, comm, status), &b, "MPI_Recv");
 }
 
 PTSC_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                            MPI_Request *req)
 {
-    CHECKED(before(buf, "MPI_Irecv"));
-    return PMPI_Irecv(buf, count, type, source, tag, comm, req);
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Irecv"));
+    return track(PMPI_Irecv(wire(&b), count, type, source, tag, comm, req), req, &b, "MPI_Irecv");
 }
 
 PTSC_MPI_API int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Status *status)
 {
-    CHECKED(before(buf, "MPI_Mrecv"));
-    return PMPI_Mrecv(buf, count, type, msg, status);
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Mrecv"));
+    return done1(PMPI_Mrecv(wire(&b), count, type, msg, status), &b, "MPI_Mrecv");
 }
 
 PTSC_MPI_API int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Request *req)
 {
-    CHECKED(before(buf, "MPI_Imrecv"));
-    return PMPI_Imrecv(buf, count, type, msg, req);
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Imrecv"));
+    return track(PMPI_Imrecv(wire(&b), count, type, msg, req), req, &b, "MPI_Imrecv");
 }
 
 PTSC_MPI_API int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
                               void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
                               MPI_Status *status)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Sendrecv"));
-    return PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, source, rtag, comm, status);
+    mbuf_t s, r;
+    CHECKED(prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Sendrecv"));
+    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Sendrecv");
+    if (rc != MPI_SUCCESS)
+        return done1(rc, &s, "MPI_Sendrecv");
+    return done2(PMPI_Sendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag,
+                               comm, status),
+                 &s, &r, "MPI_Sendrecv");
 }
 
 PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
                                       int rtag, MPI_Comm comm, MPI_Status *status)
 {
-    CHECKED(before(buf, "MPI_Sendrecv_replace"));
-    return PMPI_Sendrecv_replace(buf, count, type, dest, stag, source, rtag, comm, status);
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Sendrecv_replace"));
+    return done1(PMPI_Sendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, status), &b,
+                 "MPI_Sendrecv_replace");
 }
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
 
+static int comm_rank(MPI_Comm comm)
+{
+    int r = -1;
+    PMPI_Comm_rank(comm, &r);
+    return r;
+}
+
+static int comm_size(MPI_Comm comm)
+{
+    int n = 0;
+    PMPI_Comm_size(comm, &n);
+    return n;
+}
+
+/* Both buffers of a collective: the send side `scount` elements of `stype`
+ * (skipped unless `suse`), the receive side `rcount` of `rtype` (unless
+ * `ruse`). */
+static int prep2(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype, int suse,
+                 void *rbuf, MPI_Count rcount, MPI_Datatype rtype, int ruse, int can, const char *call)
+{
+    memset(r, 0, sizeof *r);
+    r->user = rbuf;
+    int rc = prep(s, suse ? sbuf : NULL, scount, stype, SEND, can, call);
+    s->user = (char *)sbuf;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (ruse && (rc = prep(r, rbuf, rcount, rtype, RECV, can, call)) != MPI_SUCCESS)
+        finish(s, 1, call);
+    r->user = rbuf;
+    return rc;
+}
+
 PTSC_MPI_API int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
-    CHECKED(before(buf, "MPI_Bcast"));
-    return PMPI_Bcast(buf, count, type, root, comm);
+    mbuf_t b;
+    /* A receive everywhere (the root's copy comes back unchanged). */
+    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Bcast"));
+    return done1(PMPI_Bcast(wire(&b), count, type, root, comm), &b, "MPI_Bcast");
 }
 
 PTSC_MPI_API int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                             MPI_Request *req)
 {
-    CHECKED(before(buf, "MPI_Ibcast"));
+    mbuf_t b;
+    CHECKED(prep(&b, buf, count, type, RECV, NO_STAGE, "MPI_Ibcast"));
     return PMPI_Ibcast(buf, count, type, root, comm, req);
 }
 
 PTSC_MPI_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                             MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Reduce"));
-    return PMPI_Reduce(sbuf, rbuf, count, type, op, root, comm);
+    mbuf_t s, r;
+    int at_root = comm_rank(comm) == root;
+    CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, MAY_STAGE, "MPI_Reduce"));
+    return done2(PMPI_Reduce(wire(&s), wire(&r), count, type, op, root, comm), &s, &r, "MPI_Reduce");
 }
 
 PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                              MPI_Comm comm, MPI_Request *req)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Ireduce"));
+    mbuf_t s, r;
+    int at_root = comm_rank(comm) == root;
+    CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, NO_STAGE, "MPI_Ireduce"));
     return PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req);
 }
 
-/* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans. */
+/* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans,
+ * staged when blocking. */
 #define REDUCE_LIKE(NAME, INAME)                                                                        \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,  \
                                 MPI_Comm comm)                                                          \
     {                                                                                                   \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #NAME));                                                     \
-        return PMPI_##NAME(sbuf, rbuf, count, type, op, comm);                                          \
+        mbuf_t s, r;                                                                                    \
+        CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, MAY_STAGE, "MPI_" #NAME));    \
+        return done2(PMPI_##NAME(wire(&s), wire(&r), count, type, op, comm), &s, &r, "MPI_" #NAME);     \
     }                                                                                                   \
     PTSC_MPI_API int MPI_##INAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, \
                                  MPI_Comm comm, MPI_Request *req)                                       \
     {                                                                                                   \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #INAME));                                                    \
+        mbuf_t s, r;                                                                                    \
+        CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, NO_STAGE, "MPI_" #INAME));    \
         return PMPI_##INAME(sbuf, rbuf, count, type, op, comm, req);                                    \
     }
 REDUCE_LIKE(Allreduce, Iallreduce)
@@ -299,69 +748,94 @@ REDUCE_LIKE(Exscan, Iexscan)
 PTSC_MPI_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
                                           MPI_Op op, MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Reduce_scatter_block"));
-    return PMPI_Reduce_scatter_block(sbuf, rbuf, rcount, type, op, comm);
+    mbuf_t s, r;
+    MPI_Count n = (MPI_Count)rcount * comm_size(comm);
+    CHECKED(prep2(&s, &r, sbuf, n, type, 1, rbuf, rcount, type, 1, MAY_STAGE, "MPI_Reduce_scatter_block"));
+    return done2(PMPI_Reduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm), &s, &r,
+                 "MPI_Reduce_scatter_block");
 }
 
 PTSC_MPI_API int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
                                     MPI_Op op, MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Reduce_scatter"));
+    mbuf_t s, r;
+    CHECKED(prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Reduce_scatter"));
     return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
 }
 
-/* Calls shaped (sbuf, scount, stype, rbuf, rcount, rtype, [root,] comm). */
-#define GATHER_ROOT(NAME, INAME)                                                                           \
+/* Gathers and scatters: which side holds `size` blocks, and where it
+ * matters (rooted calls: only at the root). */
+#define GATHER_ROOT(NAME, INAME, SBLOCKS, RBLOCKS, SUSE, RUSE)                                             \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
                                 MPI_Datatype rtype, int root, MPI_Comm comm)                               \
     {                                                                                                      \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #NAME));                                                        \
-        return PMPI_##NAME(sbuf, scount, stype, rbuf, rcount, rtype, root, comm);                          \
+        mbuf_t s, r;                                                                                       \
+        int n = comm_size(comm), at_root = comm_rank(comm) == root;                                        \
+        (void)n;                                                                                           \
+        (void)at_root;                                                                                     \
+        CHECKED(prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                       \
+                      (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, MAY_STAGE, "MPI_" #NAME));                \
+        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm), &s, &r,    \
+                     "MPI_" #NAME);                                                                        \
     }                                                                                                      \
     PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
                                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)            \
     {                                                                                                      \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #INAME));                                                       \
+        mbuf_t s, r;                                                                                       \
+        int at_root = comm_rank(comm) == root;                                                             \
+        (void)at_root;                                                                                     \
+        CHECKED(prep2(&s, &r, sbuf, 0, stype, SUSE, rbuf, 0, rtype, RUSE, NO_STAGE, "MPI_" #INAME));       \
         return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);                    \
     }
-GATHER_ROOT(Gather, Igather)
-GATHER_ROOT(Scatter, Iscatter)
+GATHER_ROOT(Gather, Igather, 1, n, 1, at_root)
+GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
 
-#define GATHER_ALL(NAME, INAME)                                                                            \
+#define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                   \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
                                 MPI_Datatype rtype, MPI_Comm comm)                                         \
     {                                                                                                      \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #NAME));                                                        \
-        return PMPI_##NAME(sbuf, scount, stype, rbuf, rcount, rtype, comm);                                \
+        mbuf_t s, r;                                                                                       \
+        int n = comm_size(comm);                                                                           \
+        CHECKED(prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n,    \
+                      rtype, 1, MAY_STAGE, "MPI_" #NAME));                                                 \
+        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r,          \
+                     "MPI_" #NAME);                                                                        \
     }                                                                                                      \
     PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
                                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                      \
     {                                                                                                      \
-        CHECKED(before2(sbuf, rbuf, "MPI_" #INAME));                                                       \
+        mbuf_t s, r;                                                                                       \
+        CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_" #INAME));             \
         return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);                          \
     }
-GATHER_ALL(Allgather, Iallgather)
-GATHER_ALL(Alltoall, Ialltoall)
+GATHER_ALL(Allgather, Iallgather, 1)
+GATHER_ALL(Alltoall, Ialltoall, n)
 
+/* The v-variants are synchronised but not staged yet. */
 PTSC_MPI_API int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                              const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
                              MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Gatherv"));
+    mbuf_t s, r;
+    CHECKED(
+        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, comm_rank(comm) == root, NO_STAGE, "MPI_Gatherv"));
     return PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
 }
 
 PTSC_MPI_API int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
                               void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Scatterv"));
+    mbuf_t s, r;
+    CHECKED(
+        prep2(&s, &r, sbuf, 0, stype, comm_rank(comm) == root, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
     return PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
 }
 
 PTSC_MPI_API int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
                                 const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Allgatherv"));
+    mbuf_t s, r;
+    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Allgatherv"));
     return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
 }
 
@@ -369,6 +843,7 @@ PTSC_MPI_API int MPI_Alltoallv(const void *sbuf, const int scounts[], const int 
                                void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
                                MPI_Comm comm)
 {
-    CHECKED(before2(sbuf, rbuf, "MPI_Alltoallv"));
+    mbuf_t s, r;
+    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Alltoallv"));
     return PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 }

@@ -489,6 +489,9 @@ typedef struct {
     MPI_Count size, extent, lo, span;
     int dense;
 } ptsc__layout_t;
+/* The layout of `count` elements of `t` (coll.c); PTSC_ERR_ARG for a type
+ * that is not committed, PTSC_ERR_UNSUPPORTED beyond the address space. */
+int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
 
 typedef struct {
     int kind; /* PTSC__C_* */

@@ -228,13 +228,13 @@ int main(int argc, char **argv)
            : staging               ? "staged through pinned host memory"
                      : "neither: device buffers are refused (PTSC_STAGING=never without CUDA-aware MPI)");
     /* libptsc-mpi (src/interpose.c), where ptsc-run or LD_PRELOAD loaded it. */
-    int (*interposer)(unsigned long *, unsigned long *, unsigned long *) =
-        (int (*)(unsigned long *, unsigned long *, unsigned long *))dlsym(RTLD_DEFAULT,
-                                                                          "ptsc_mpi_interposer");
+    typedef int (*interposer_t)(unsigned long *, unsigned long *, unsigned long *, unsigned long *);
+    interposer_t interposer = (interposer_t)dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer");
     printf("  %-34s %s\n", "plain MPI calls (libptsc-mpi):",
            !interposer ? "not intercepted (ptsc-run PROGRAM loads the interposer)"
-           : interposer(NULL, NULL, NULL)
-               ? "intercepted: calls that take a buffer get PTSC_SYNC_SCOPE first (auto acts as global)"
+           : interposer(NULL, NULL, NULL, NULL)
+               ? "intercepted: calls that take a buffer get PTSC_SYNC_SCOPE first (auto acts as global), "
+                 "device buffers staged where MPI is not CUDA-aware (PTSC_STAGING)"
                : "libptsc-mpi loaded but not active (its error is above)");
 
     printf("\nConfiguration (value, source):\n");

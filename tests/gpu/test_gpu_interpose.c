@@ -16,8 +16,9 @@
  *          race; test_gpu_race.c measured 2 to 9 of 40 at these sizes with
  *          8 threads on the H200's CUDA-aware Open MPI);
  *   clean  libptsc-mpi active: no message may be stale.
- * Needs a CUDA-aware MPI (the interposer does not stage yet): exits 77
- * (skipped) without one, or without a device.
+ * On an MPI that is not CUDA-aware the interposer stages (and answers
+ * MPIX_Query_cuda_support with 1); without it the program cannot run there
+ * and exits 77 (skipped), as it does without a device.
  */
 #include "gpu_kernels.h"
 
@@ -122,8 +123,11 @@ int main(int argc, char **argv)
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
     aware = MPIX_Query_cuda_support();
 #endif
+    const char *want = getenv("GPU_INTERPOSE_EXPECT");
+    int expect_clean = want && strcmp(want, "clean") == 0;
+    /* With the interposer staging, MPIX_Query_cuda_support is its answer (1). */
     const char *skip = cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 ? "no CUDA device"
-                       : aware != 1 ? "needs a CUDA-aware MPI (libptsc-mpi does not stage yet)"
+                       : aware != 1 ? "device buffers on an MPI that is not CUDA-aware, without libptsc-mpi"
                        : provided < MPI_THREAD_MULTIPLE ? "MPI lacks MPI_THREAD_MULTIPLE"
                        : size != 2                      ? "run it on 2 ranks"
                                                         : NULL;
@@ -133,16 +137,13 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    const char *want = getenv("GPU_INTERPOSE_EXPECT");
-    int expect_clean = want && strcmp(want, "clean") == 0;
     if (!want || (!expect_clean && strcmp(want, "race") != 0)) {
         fprintf(stderr, "test_gpu_interpose: FAIL: set GPU_INTERPOSE_EXPECT to race or clean\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int (*query)(unsigned long *, unsigned long *, unsigned long *) =
-        (int (*)(unsigned long *, unsigned long *, unsigned long *))dlsym(RTLD_DEFAULT,
-                                                                          "ptsc_mpi_interposer");
-    if (expect_clean != (query != NULL && query(NULL, NULL, NULL) == 1)) {
+    typedef int (*query_t)(unsigned long *, unsigned long *, unsigned long *, unsigned long *);
+    query_t query = (query_t)dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer");
+    if (expect_clean != (query != NULL && query(NULL, NULL, NULL, NULL) == 1)) {
         fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: libptsc-mpi is %s, GPU_INTERPOSE_EXPECT=%s\n",
                 rank, query ? "active" : "absent", want);
         failed++;
@@ -172,7 +173,7 @@ int main(int argc, char **argv)
     }
     unsigned long sums[2] = {0, 0};
     if (query && expect_clean) {
-        query(&sums[0], &sums[1], NULL);
+        query(&sums[0], &sums[1], NULL, NULL);
         if (sums[1] == 0) {
             fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: the interposer made no sync\n", rank);
             failed++;

@@ -17,6 +17,11 @@
  */
 #include <dlfcn.h>
 #include <mpi.h>
+#if defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +41,9 @@ static unsigned long expect_bufs; /* buffer arguments passed to intercepted call
         }                                                                              \
     } while (0)
 #define MPI_OK(call) CHECK((call) == MPI_SUCCESS, "%s failed", #call)
-/* Count the buffers of one call (1 or 2; MPI_IN_PLACE is not a buffer). */
+/* Count the buffers of one call (1 or 2; MPI_IN_PLACE is not a buffer, nor
+ * a rooted call's buffer that counts at the root only, which MPI does not
+ * look at elsewhere). */
 #define BUFS(n) (expect_bufs += (n))
 
 static int val(int from, int to, int k) { return from * 1000000 + to * 1000 + k; }
@@ -114,6 +121,82 @@ static void point_to_point(void)
     CHECK(rb[9] == val(prev, rank, 9), "Imrecv: %d", rb[9]);
 }
 
+/* Completion calls on several requests at once, a freed send request and a
+ * receive through a datatype with holes: what staging must get right (the
+ * host copy goes back when, and only where, the message landed). */
+static void completion_and_holes(void)
+{
+    int next = (rank + 1) % size, prev = (rank - 1 + size) % size;
+    enum { K = 4 };
+    int sb[K][N], rb[K][N];
+    MPI_Request rr[K], sr[K];
+    MPI_Status sts[K];
+    for (int j = 0; j < K; j++)
+        for (int k = 0; k < N; k++)
+            sb[j][k] = val(rank, j, k);
+    /* Waitany over receives, the sends completed by Testall polling. */
+    memset(rb, 0, sizeof rb);
+    for (int j = 0; j < K; j++) {
+        BUFS(2);
+        MPI_OK(MPI_Irecv(rb[j], N, MPI_INT, prev, 20 + j, MPI_COMM_WORLD, &rr[j]));
+        MPI_OK(MPI_Isend(sb[j], N, MPI_INT, next, 20 + j, MPI_COMM_WORLD, &sr[j]));
+    }
+    for (int got = 0; got < K; got++) {
+        int idx = -1;
+        MPI_OK(MPI_Waitany(K, rr, &idx, &sts[0]));
+        CHECK(idx >= 0 && idx < K && rb[idx][N - 1] == val(prev, idx, N - 1), "Waitany: index %d", idx);
+    }
+    for (int flag = 0; !flag;)
+        MPI_OK(MPI_Testall(K, sr, &flag, sts));
+    /* Testsome over receives, Waitsome over sends. */
+    memset(rb, 0, sizeof rb);
+    for (int j = 0; j < K; j++) {
+        BUFS(2);
+        MPI_OK(MPI_Irecv(rb[j], N, MPI_INT, prev, 30 + j, MPI_COMM_WORLD, &rr[j]));
+        MPI_OK(MPI_Isend(sb[j], N, MPI_INT, next, 30 + j, MPI_COMM_WORLD, &sr[j]));
+    }
+    for (int left = K; left > 0;) {
+        int out = 0, idx[K];
+        MPI_OK(MPI_Testsome(K, rr, &out, idx, sts));
+        for (int k = 0; out != MPI_UNDEFINED && k < out; k++, left--)
+            CHECK(rb[idx[k]][3] == val(prev, idx[k], 3), "Testsome: request %d", idx[k]);
+    }
+    for (int left = K; left > 0;) {
+        int out = 0, idx[K];
+        MPI_OK(MPI_Waitsome(K, sr, &out, idx, sts));
+        left -= out == MPI_UNDEFINED ? left : out;
+    }
+    /* A send whose request is freed, then a Test loop on the receive. */
+    memset(rb, 0, sizeof rb);
+    BUFS(2);
+    MPI_OK(MPI_Irecv(rb[0], N, MPI_INT, prev, 40, MPI_COMM_WORLD, &rr[0]));
+    MPI_OK(MPI_Isend(sb[1], N, MPI_INT, next, 40, MPI_COMM_WORLD, &sr[0]));
+    MPI_OK(MPI_Request_free(&sr[0]));
+    for (int flag = 0; !flag;)
+        MPI_OK(MPI_Test(&rr[0], &flag, MPI_STATUS_IGNORE));
+    CHECK(rb[0][2] == val(prev, 1, 2), "Request_free / Test: %d", rb[0][2]);
+    /* Every other int of a 2N buffer: the holes must keep their sentinel. */
+    MPI_Datatype every_other;
+    MPI_Type_vector(N, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    int wide[2 * N];
+    for (int k = 0; k < 2 * N; k++)
+        wide[k] = -7;
+    BUFS(2);
+    MPI_OK(MPI_Sendrecv(sb[2], N, MPI_INT, next, 50, wide, 1, every_other, prev, 50, MPI_COMM_WORLD,
+                        MPI_STATUS_IGNORE));
+    int holes = 0, data = 0;
+    for (int k = 0; k < 2 * N; k++) {
+        if (k % 2)
+            holes += wide[k] == -7;
+        else
+            data += wide[k] == val(prev, 2, k / 2);
+    }
+    CHECK(holes == N && data == N, "vector receive: %d of %d holes kept, %d of %d elements right", holes, N,
+          data, N);
+    MPI_Type_free(&every_other);
+}
+
 static void collectives(void)
 {
     int a[N], b[N * 8], c[N * 8];
@@ -151,11 +234,11 @@ static void collectives(void)
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(b[7] == size * 7 + tri, "Iallreduce: %d", b[7]);
     memset(b, 0, sizeof b);
-    BUFS(2);
+    BUFS(rank == root ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Reduce(a, b, N, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD));
     CHECK(rank != root || b[8] == size * 8 + tri, "Reduce: %d", b[8]);
     memset(b, 0, sizeof b);
-    BUFS(2);
+    BUFS(rank == 0 ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Ireduce(a, b, N, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD, &rq));
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(rank != 0 || b[9] == size * 9 + tri, "Ireduce: %d", b[9]);
@@ -197,16 +280,16 @@ static void collectives(void)
         displs[r] = 2 * r;
     }
     memset(b, 0, sizeof b);
-    BUFS(2);
+    BUFS(rank == root ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Gather(two, 2, MPI_INT, b, 2, MPI_INT, root, MPI_COMM_WORLD));
     CHECK(rank != root || b[2 * (size - 1) + 1] == val(size - 1, 0, 1), "Gather");
     memset(b, 0, sizeof b);
-    BUFS(2);
+    BUFS(rank == 0 ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Igather(two, 2, MPI_INT, b, 2, MPI_INT, 0, MPI_COMM_WORLD, &rq));
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(rank != 0 || b[2] == val(1, 0, 0), "Igather");
     memset(b, 0, sizeof b);
-    BUFS(2);
+    BUFS(rank == root ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Gatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, root, MPI_COMM_WORLD));
     CHECK(rank != root || b[1] == val(0, 0, 1), "Gatherv");
     memset(b, 0, sizeof b);
@@ -224,14 +307,14 @@ static void collectives(void)
     CHECK(b[2] == val(1, 0, 0), "Allgatherv");
     for (int k = 0; k < 2 * size; k++)
         c[k] = val(rank, k / 2, k % 2);
-    BUFS(2);
+    BUFS(rank == root ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Scatter(c, 2, MPI_INT, two, 2, MPI_INT, root, MPI_COMM_WORLD));
     CHECK(two[1] == val(root, rank, 1), "Scatter: %d", two[1]);
-    BUFS(2);
+    BUFS(rank == 0 ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Iscatter(c, 2, MPI_INT, two, 2, MPI_INT, 0, MPI_COMM_WORLD, &rq));
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(two[0] == val(0, rank, 0), "Iscatter: %d", two[0]);
-    BUFS(2);
+    BUFS(rank == root ? 2 : 1); /* the other side counts at the root only */
     MPI_OK(MPI_Scatterv(c, counts, displs, MPI_INT, two, 2, MPI_INT, root, MPI_COMM_WORLD));
     CHECK(two[0] == val(root, rank, 0), "Scatterv: %d", two[0]);
     memset(b, 0, sizeof b);
@@ -262,26 +345,39 @@ int main(int argc, char **argv)
         return 1;
     }
     point_to_point();
+    completion_and_holes();
     collectives();
 
     /* The interposer, as the environment says it must be. */
     const char *want = getenv("MPI_INTERPOSE_EXPECT");
-    int (*query)(unsigned long *, unsigned long *, unsigned long *) =
-        (int (*)(unsigned long *, unsigned long *, unsigned long *))dlsym(RTLD_DEFAULT,
-                                                                          "ptsc_mpi_interposer");
+    typedef int (*query_t)(unsigned long *, unsigned long *, unsigned long *, unsigned long *);
+    query_t query = (query_t)dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer");
     if (want && strcmp(want, "yes") == 0) {
         unsigned long seen = 0, synced = 0, bad = 0;
         CHECK(query != NULL, "libptsc-mpi is not loaded");
         if (query) {
-            int active = query(&seen, &synced, &bad);
+            unsigned long staged = 0;
+            int active = query(&seen, &synced, &bad, &staged);
             CHECK(active == 1, "libptsc-mpi loaded but not active");
             CHECK(seen == expect_bufs, "libptsc-mpi saw %lu buffer arguments, the program passed %lu", seen,
                   expect_bufs);
             CHECK(synced == 0 && bad == 0, "host buffers: %lu syncs, %lu failures (expected none)", synced,
                   bad);
+            /* PTSC_STAGING=always without a device stages host buffers in
+             * the calls that can stage: most of this program's. */
+            const char *st = getenv("PTSC_STAGING");
+            int want_staged = st && strcmp(st, "always") == 0;
+            CHECK(want_staged ? staged >= expect_bufs / 2 : staged == 0, "%lu of %lu buffer arguments staged",
+                  staged, expect_bufs);
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+            /* Staging on: programs that ask are told to take their device path. */
+            if (want_staged)
+                CHECK(MPIX_Query_cuda_support() == 1, "MPIX_Query_cuda_support is %d while staging",
+                      MPIX_Query_cuda_support());
+#endif
             if (rank == 0)
-                printf("mpi_interpose: interposer active, %lu of %lu buffer arguments seen\n", seen,
-                       expect_bufs);
+                printf("mpi_interpose: interposer active, %lu of %lu buffer arguments seen, %lu staged\n",
+                       seen, expect_bufs, staged);
         }
     } else if (want && strcmp(want, "no") == 0) {
         CHECK(query == NULL, "libptsc-mpi is loaded but should not be");
