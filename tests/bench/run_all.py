@@ -51,6 +51,7 @@ JOBS = [
      {"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "PTSC_STREAM": "per-thread"}, []),
     ("bench_sync-owned", "bench_sync", False,
      {"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "PTSC_STREAM": "owned"}, []),
+    ("bench_interpose", "bench_interpose", True, {}, []),
 ]
 TIMEOUT_S = 1200
 
