@@ -44,9 +44,12 @@
  * PTSC_STAGING=always stages host buffers, so CPU-only machines run the
  * staging code.
  *
- * Not yet here: persistent requests (MPI_Start), one-sided calls, the race
- * check and a call to name a thread's stream; docs/design.md lists what is
- * intercepted.
+ * Persistent requests: Send_init / Recv_init note the buffer (and bind MPI
+ * to its host copy where staging applies); each MPI_Start / MPI_Startall
+ * syncs and fills the copy, and the completion call copies a receive back.
+ *
+ * Not yet here: one-sided calls, the race check and a call to name a
+ * thread's stream; docs/design.md lists what is intercepted.
  */
 #include "ptsc_internal.h"
 
@@ -163,30 +166,28 @@ enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
 
 static void *wire(const mbuf_t *b) { return b->host ? b->host - b->lo : b->user; }
 
-/* Before MPI touches `count` elements of `type` at `buf`: the sync, then
- * the host copy where staging applies. MPI_SUCCESS or an MPI error code. */
-static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
-                const char *call)
+/* The sync PTSC_SYNC_SCOPE asks for before MPI touches memory of `cls`. */
+static int sync_for(ptsc_memclass_t cls, const char *call)
 {
-    memset(b, 0, sizeof *b);
-    b->user = (char *)buf;
-    if (!atomic_load_explicit(&ready, memory_order_acquire) || !buf || buf == MPI_IN_PLACE ||
-        buf == MPI_BOTTOM)
+    if (!ptsc__mem_needs_sync(cls))
         return MPI_SUCCESS;
-    atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
-    ptsc_memclass_t cls;
-    int rc = ptsc__mem_classify(buf, &cls);
-    if (rc == PTSC_OK && ptsc__mem_needs_sync(cls)) {
-        int scope = ptsc__g.cfg.sync_scope == PTSC_SCOPE_AUTO ? PTSC_SCOPE_GLOBAL : ptsc__g.cfg.sync_scope;
-        rc = scope == PTSC_SCOPE_NONE     ? PTSC_OK
+    int scope = ptsc__g.cfg.sync_scope == PTSC_SCOPE_AUTO ? PTSC_SCOPE_GLOBAL : ptsc__g.cfg.sync_scope;
+    int rc = scope == PTSC_SCOPE_NONE     ? PTSC_OK
              : scope == PTSC_SCOPE_THREAD ? thread_sync()
              : scope == PTSC_SCOPE_GLOBAL ? ptsc__gpu_legacy_sync()
                                           : ptsc__gpu_device_sync();
-        if (rc == PTSC_OK && scope != PTSC_SCOPE_NONE)
-            atomic_fetch_add_explicit(&n_synced, 1, memory_order_relaxed);
-    }
     if (rc != PTSC_OK)
         return fail(call, MPI_ERR_OTHER);
+    if (scope != PTSC_SCOPE_NONE)
+        atomic_fetch_add_explicit(&n_synced, 1, memory_order_relaxed);
+    return MPI_SUCCESS;
+}
+
+/* The host copy's memory where staging applies to `count` elements of
+ * `type` at b->user (class `cls`); nothing is copied yet. */
+static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datatype type, int dir, int can,
+                      const char *call)
+{
     int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
     if (!(staging && device) && !(stage_host && cls == PTSC_MEM_HOST))
         return MPI_SUCCESS;
@@ -203,7 +204,7 @@ static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, 
         ptsc__err(PTSC_ERR_UNSUPPORTED, "more than INT_MAX elements to stage");
         return fail(call, MPI_ERR_COUNT);
     }
-    if ((rc = ptsc__layout_of(type, (int)count, &L, call)) != PTSC_OK)
+    if (ptsc__layout_of(type, (int)count, &L, call) != PTSC_OK)
         return fail(call, MPI_ERR_TYPE);
     if (L.span <= 0)
         return MPI_SUCCESS;
@@ -214,15 +215,59 @@ static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, 
     b->lo = L.lo;
     b->span = L.span;
     b->back = dir == RECV;
-    /* A receive's copy holds the buffer's present bytes too, so that holes
-     * of the datatype and a shorter message leave them unchanged. */
-    if (copy(b->host, b->user + b->lo, (size_t)b->span) != PTSC_OK) {
-        free(b->host);
-        b->host = NULL;
-        return fail(call, MPI_ERR_OTHER);
-    }
     atomic_fetch_add_explicit(&n_staged, 1, memory_order_relaxed);
     return MPI_SUCCESS;
+}
+
+/* Fill the host copy from the caller's buffer. A receive's copy holds the
+ * buffer's present bytes too, so that holes of the datatype and a shorter
+ * message leave them unchanged. */
+static int stage_in(mbuf_t *b, const char *call)
+{
+    if (!b->host || copy(b->host, b->user + b->lo, (size_t)b->span) == PTSC_OK)
+        return MPI_SUCCESS;
+    return fail(call, MPI_ERR_OTHER);
+}
+
+/* The class of a buffer argument (counted); *cls is HOST for the ones MPI
+ * defines as no buffer. */
+/* Whether the interposer acts on `buf`: active, and a buffer (not NULL,
+ * MPI_IN_PLACE or MPI_BOTTOM). */
+static int acts_on(const void *buf)
+{
+    return atomic_load_explicit(&ready, memory_order_acquire) && buf && buf != MPI_IN_PLACE &&
+           buf != MPI_BOTTOM;
+}
+
+static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
+{
+    *cls = PTSC_MEM_HOST;
+    if (!acts_on(buf))
+        return MPI_SUCCESS;
+    atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
+    return ptsc__mem_classify(buf, cls) == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
+}
+
+/* Before MPI touches `count` elements of `type` at `buf`: the sync, then
+ * the host copy where staging applies. MPI_SUCCESS or an MPI error code. */
+static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
+                const char *call)
+{
+    memset(b, 0, sizeof *b);
+    b->user = (char *)buf;
+    if (!acts_on(buf))
+        return MPI_SUCCESS;
+    ptsc_memclass_t cls;
+    int rc = lookup(buf, &cls, call);
+    if (rc == MPI_SUCCESS)
+        rc = sync_for(cls, call);
+    if (rc == MPI_SUCCESS)
+        rc = stage_plan(b, cls, count, type, dir, can, call);
+    if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS) {
+        free(b->host);
+        b->host = NULL;
+    }
+    return rc;
 }
 
 /* After MPI is done with the buffer: a received copy goes back (unless
@@ -253,10 +298,16 @@ static int done2(int mrc, mbuf_t *a, mbuf_t *b, const char *call)
 /* Non-blocking staged operations: request -> host copy                      */
 /* ------------------------------------------------------------------------ */
 
+/* A request with a host copy (non-blocking, until it completes) or a
+ * persistent request on memory that needs a sync or a copy at each start
+ * (until MPI_Request_free). */
 typedef struct pending {
     MPI_Request req;
     mbuf_t b;
     const char *call;
+    int persistent;      /* Send_init / Recv_init */
+    int active;          /* persistent: started and not completed */
+    ptsc_memclass_t cls; /* persistent: the buffer's class, for the sync at each start */
     struct pending *next;
 } pending_t;
 
@@ -265,6 +316,37 @@ static pending_t *pend;
 static atomic_int n_pending;
 
 static int same_req(MPI_Request a, MPI_Request b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+static int add_pending(pending_t *p)
+{
+    pthread_mutex_lock(&pend_lock);
+    p->next = pend;
+    pend = p;
+    atomic_fetch_add(&n_pending, 1);
+    pthread_mutex_unlock(&pend_lock);
+    return MPI_SUCCESS;
+}
+
+/* The entry of request `r`; unlinked when `remove`, or when it is not
+ * persistent and `remove_done`. */
+static pending_t *find_pending(MPI_Request r, int remove, int remove_done)
+{
+    if (same_req(r, MPI_REQUEST_NULL) || !atomic_load(&n_pending))
+        return NULL;
+    pthread_mutex_lock(&pend_lock);
+    pending_t **pp = &pend, *p = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if (same_req((*pp)->req, r)) {
+            p = *pp;
+            if (remove || (remove_done && !p->persistent)) {
+                *pp = p->next;
+                atomic_fetch_sub(&n_pending, 1);
+            }
+            break;
+        }
+    pthread_mutex_unlock(&pend_lock);
+    return p;
+}
 
 /* Remember a started operation's host copy; without memory, wait for it. */
 static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
@@ -275,7 +357,7 @@ static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
         finish(b, 1, call);
         return mrc;
     }
-    pending_t *p = malloc(sizeof *p);
+    pending_t *p = calloc(1, sizeof *p);
     if (!p) {
         MPI_Status st;
         int wrc = PMPI_Wait(req, &st);
@@ -284,50 +366,31 @@ static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
     p->req = *req;
     p->b = *b;
     p->call = call;
-    pthread_mutex_lock(&pend_lock);
-    p->next = pend;
-    pend = p;
-    atomic_fetch_add(&n_pending, 1);
-    pthread_mutex_unlock(&pend_lock);
-    return MPI_SUCCESS;
+    return add_pending(p);
 }
 
 /* Request `r` (its handle before MPI completed it) completed with `st`:
- * finish its host copy, if it has one. */
+ * a receive's host copy goes back; a non-blocking operation's copy is
+ * freed, a persistent one's kept for its next start. */
 static int completed(MPI_Request r, const MPI_Status *st)
 {
-    if (same_req(r, MPI_REQUEST_NULL) || !atomic_load(&n_pending))
-        return MPI_SUCCESS;
-    pthread_mutex_lock(&pend_lock);
-    pending_t **pp = &pend, *p = NULL;
-    for (; *pp; pp = &(*pp)->next)
-        if (same_req((*pp)->req, r)) {
-            p = *pp;
-            *pp = p->next;
-            atomic_fetch_sub(&n_pending, 1);
-            break;
-        }
-    pthread_mutex_unlock(&pend_lock);
+    pending_t *p = find_pending(r, 0, 1);
     if (!p)
         return MPI_SUCCESS;
     int cancelled = 0;
     if (st)
         PMPI_Test_cancelled(st, &cancelled);
-    int rc = finish(&p->b, cancelled, p->call);
-    free(p);
-    return rc;
-}
-
-static int tracked(MPI_Request r)
-{
-    int found = 0;
-    if (!atomic_load(&n_pending))
-        return 0;
-    pthread_mutex_lock(&pend_lock);
-    for (pending_t *p = pend; p && !found; p = p->next)
-        found = same_req(p->req, r);
-    pthread_mutex_unlock(&pend_lock);
-    return found;
+    if (!p->persistent) {
+        int rc = finish(&p->b, cancelled, p->call);
+        free(p);
+        return rc;
+    }
+    int was = p->active;
+    p->active = 0;
+    if (!was || !p->b.host || !p->b.back || cancelled ||
+        copy(p->b.user + p->b.lo, p->b.host, (size_t)p->b.span) == PTSC_OK)
+        return MPI_SUCCESS;
+    return fail(p->call, MPI_ERR_OTHER);
 }
 
 /*
@@ -560,15 +623,117 @@ PTSC_MPI_API int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indi
 }
 
 /* A staged operation's copy can only go back once it completed: freeing
- * its request waits for it here. */
+ * its request waits for it here. A persistent request's entry goes with it. */
 PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
 {
-    if (!tracked(*req))
+    pending_t *p = find_pending(*req, 0, 0);
+    if (!p)
         return PMPI_Request_free(req);
     MPI_Request r = *req;
     MPI_Status st;
-    int mrc = PMPI_Wait(req, &st), frc = completed(r, &st);
+    int persistent = p->persistent;
+    int mrc = PMPI_Wait(req, &st), frc = completed(r, &st); /* frees a non-persistent entry */
+    if (persistent) {
+        find_pending(r, 1, 0);
+        if (mrc == MPI_SUCCESS)
+            mrc = PMPI_Request_free(req);
+        free(p->b.host);
+        free(p);
+    }
     return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Persistent requests                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* At Send_init / Recv_init: the class, and the host copy's memory where
+ * staging applies (MPI binds the address now; it is filled at each start). */
+static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int dir, ptsc_memclass_t *cls,
+                 const char *call)
+{
+    memset(b, 0, sizeof *b);
+    b->user = (char *)buf;
+    *cls = PTSC_MEM_HOST;
+    if (!acts_on(buf))
+        return MPI_SUCCESS;
+    int rc = lookup(buf, cls, call);
+    return rc == MPI_SUCCESS ? stage_plan(b, *cls, count, type, dir, MAY_STAGE, call) : rc;
+}
+
+static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, const char *call)
+{
+    if (mrc != MPI_SUCCESS) {
+        free(b->host);
+        return mrc;
+    }
+    if (!b->host && !ptsc__mem_needs_sync(cls))
+        return MPI_SUCCESS;
+    pending_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        free(b->host);
+        PMPI_Request_free(req);
+        ptsc__err(PTSC_ERR_NO_MEMORY, "a persistent request's entry");
+        return fail(call, MPI_ERR_NO_MEM);
+    }
+    p->req = *req;
+    p->b = *b;
+    p->call = call;
+    p->persistent = 1;
+    p->cls = cls;
+    return add_pending(p);
+}
+
+#define PINIT_SEND(NAME)                                                                                     \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,            \
+                                MPI_Comm comm, MPI_Request *req)                                             \
+    {                                                                                                        \
+        mbuf_t b;                                                                                            \
+        ptsc_memclass_t cls;                                                                                 \
+        CHECKED(pprep(&b, buf, count, type, SEND, &cls, "MPI_" #NAME));                                      \
+        return ptrack(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, cls, "MPI_" #NAME); \
+    }
+PINIT_SEND(Send_init)
+PINIT_SEND(Ssend_init)
+PINIT_SEND(Bsend_init)
+PINIT_SEND(Rsend_init)
+
+PTSC_MPI_API int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    mbuf_t b;
+    ptsc_memclass_t cls;
+    CHECKED(pprep(&b, buf, count, type, RECV, &cls, "MPI_Recv_init"));
+    return ptrack(PMPI_Recv_init(wire(&b), count, type, source, tag, comm, req), req, &b, cls,
+                  "MPI_Recv_init");
+}
+
+/* Each start: the sync, and the host copy filled from the caller's buffer. */
+static int start_one(MPI_Request r)
+{
+    pending_t *p = find_pending(r, 0, 0);
+    if (!p || !p->persistent)
+        return MPI_SUCCESS;
+    int rc = sync_for(p->cls, p->call);
+    if (rc == MPI_SUCCESS)
+        rc = stage_in(&p->b, p->call);
+    if (rc == MPI_SUCCESS)
+        p->active = 1;
+    return rc;
+}
+
+PTSC_MPI_API int MPI_Start(MPI_Request *req)
+{
+    if (atomic_load(&n_pending))
+        CHECKED(start_one(*req));
+    return PMPI_Start(req);
+}
+
+PTSC_MPI_API int MPI_Startall(int n, MPI_Request reqs[])
+{
+    for (int i = 0; atomic_load(&n_pending) && i < n; i++)
+        CHECKED(start_one(reqs[i]));
+    return PMPI_Startall(n, reqs);
 }
 
 /* ------------------------------------------------------------------------ */

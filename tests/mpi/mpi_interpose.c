@@ -175,6 +175,27 @@ static void completion_and_holes(void)
     for (int flag = 0; !flag;)
         MPI_OK(MPI_Test(&rr[0], &flag, MPI_STATUS_IGNORE));
     CHECK(rb[0][2] == val(prev, 1, 2), "Request_free / Test: %d", rb[0][2]);
+    /* Persistent requests, started three times with new data each time. */
+    MPI_Request pr[2];
+    BUFS(2);
+    MPI_OK(MPI_Recv_init(rb[3], N, MPI_INT, prev, 45, MPI_COMM_WORLD, &pr[0]));
+    MPI_OK(MPI_Send_init(sb[3], N, MPI_INT, next, 45, MPI_COMM_WORLD, &pr[1]));
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < N; k++)
+            sb[3][k] = val(rank, 3, k) + round;
+        memset(rb[3], 0, sizeof rb[3]);
+        MPI_OK(MPI_Startall(2, pr));
+        MPI_OK(MPI_Waitall(2, pr, sts));
+        CHECK(rb[3][N - 1] == val(prev, 3, N - 1) + round, "persistent round %d: %d", round, rb[3][N - 1]);
+    }
+    MPI_OK(MPI_Start(&pr[0]));
+    MPI_OK(MPI_Start(&pr[1]));
+    for (int flag = 0; !flag;)
+        MPI_OK(MPI_Test(&pr[0], &flag, MPI_STATUS_IGNORE));
+    MPI_OK(MPI_Wait(&pr[1], MPI_STATUS_IGNORE));
+    CHECK(rb[3][1] == val(prev, 3, 1) + 2, "persistent with Start / Test: %d", rb[3][1]);
+    MPI_OK(MPI_Request_free(&pr[0]));
+    MPI_OK(MPI_Request_free(&pr[1]));
     /* Every other int of a 2N buffer: the holes must keep their sentinel. */
     MPI_Datatype every_other;
     MPI_Type_vector(N, 1, 2, MPI_INT, &every_other);
