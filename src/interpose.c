@@ -200,6 +200,8 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
         return fail(call, MPI_ERR_BUFFER);
     }
     ptsc__layout_t L;
+    if (count <= 0 || type == MPI_DATATYPE_NULL)
+        return MPI_SUCCESS; /* nothing to copy; MPI itself judges the arguments, on the call's communicator */
     if (count > INT_MAX) {
         ptsc__err(PTSC_ERR_UNSUPPORTED, "more than INT_MAX elements to stage");
         return fail(call, MPI_ERR_COUNT);

@@ -196,6 +196,17 @@ static void completion_and_holes(void)
     CHECK(rb[3][1] == val(prev, 3, 1) + 2, "persistent with Start / Test: %d", rb[3][1]);
     MPI_OK(MPI_Request_free(&pr[0]));
     MPI_OK(MPI_Request_free(&pr[1]));
+    /* Bad arguments reach MPI, which reports them through the call's
+     * communicator (errors return here); the interposer does not crash on
+     * them, staging or not. */
+    MPI_Comm ecomm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &ecomm);
+    MPI_Comm_set_errhandler(ecomm, MPI_ERRORS_RETURN);
+    CHECK(MPI_Send(sb[0], -1, MPI_INT, next, 60, ecomm) != MPI_SUCCESS, "a negative count was accepted");
+    CHECK(MPI_Send(sb[0], 1, MPI_DATATYPE_NULL, next, 60, ecomm) != MPI_SUCCESS,
+          "MPI_DATATYPE_NULL was accepted");
+    BUFS(2);
+    MPI_Comm_free(&ecomm);
     /* Every other int of a 2N buffer: the holes must keep their sentinel. */
     MPI_Datatype every_other;
     MPI_Type_vector(N, 1, 2, MPI_INT, &every_other);
