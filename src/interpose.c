@@ -25,9 +25,9 @@
  *                 work queued before);
  *   device        cudaDeviceSynchronize;
  *   none          nothing.
- * A failed sync or copy is not passed to MPI: the call returns
- * MPI_ERR_OTHER (the communicator's error handler is not invoked) and ptsc
- * logs the reason.
+ * A failed sync or copy ends the call before MPI: the communicator's error
+ * handler gets MPI_ERR_OTHER (or the code of what failed), as for an error
+ * of MPI's, and ptsc logs the reason.
  *
  * Staging (PTSC_STAGING: auto stages where MPI is not CUDA-aware, always,
  * never): a device or managed buffer is copied to host memory of its true
@@ -103,6 +103,9 @@ static void setup(void)
     int aware = c->cuda_aware == PTSC__TRI_AUTO ? mpi_cuda_aware() : c->cuda_aware == PTSC__TRI_YES;
     staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
     stage_host = ptsc__g.ndevices == 0 && c->staging == PTSC__STAGING_ALWAYS;
+    /* The class cache's rule for pinned answers reads these (memory.c). */
+    ptsc__g.staging = staging;
+    ptsc__g.stage_host = stage_host;
     atomic_store(&ptsc__g.mem_epoch, 1u);
     if (ptsc__g.ndevices > 0)
         pthread_key_create(&ev_key, ev_destroy);
@@ -159,6 +162,7 @@ typedef struct {
     char *host;         /* the host copy of bytes [lo, lo + span), NULL: not staged */
     MPI_Count lo, span; /* the elements' true extent relative to user */
     int back;           /* copy host -> user when the operation completes */
+    char *mask;         /* receive with holes: nonzero where the type map has data */
 } mbuf_t;
 
 enum { SEND, RECV };          /* direction of a buffer */
@@ -181,6 +185,59 @@ static int sync_for(ptsc_memclass_t cls, const char *call)
     if (scope != PTSC_SCOPE_NONE)
         atomic_fetch_add_explicit(&n_synced, 1, memory_order_relaxed);
     return MPI_SUCCESS;
+}
+
+/* A receive through a datatype with holes copies back only the bytes of
+ * its type map: the program may write the holes while the receive runs
+ * (a halo column around a computed interior). The map is found by
+ * unpacking all-ones bytes into a zeroed copy of the span. */
+static int make_mask(mbuf_t *b, int count, MPI_Datatype type, MPI_Count packed)
+{
+    if (packed > INT_MAX)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED, "a receive with holes of more than INT_MAX bytes"),
+               MPI_ERR_COUNT;
+    char *ones = malloc(packed > 0 ? (size_t)packed : 1);
+    b->mask = calloc((size_t)b->span, 1);
+    int pos = 0, rc = ones && b->mask ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) {
+        memset(ones, 0xff, (size_t)packed);
+        rc = PMPI_Unpack(ones, (int)packed, &pos, b->mask - b->lo, count, type, MPI_COMM_SELF);
+    }
+    free(ones);
+    if (rc != MPI_SUCCESS) {
+        free(b->mask);
+        b->mask = NULL;
+        ptsc__err(PTSC_ERR_NO_MEMORY, "the type map of a receive with holes");
+    }
+    return rc;
+}
+
+/* The received bytes back into the caller's buffer: all of the span, or
+ * the runs of the mask. */
+static int copy_back(const mbuf_t *b)
+{
+    if (!b->mask)
+        return copy(b->user + b->lo, b->host, (size_t)b->span);
+    int rc = PTSC_OK;
+    for (MPI_Count i = 0; rc == PTSC_OK && i < b->span;) {
+        if (!b->mask[i]) {
+            i++;
+            continue;
+        }
+        MPI_Count j = i;
+        while (j < b->span && b->mask[j])
+            j++;
+        rc = copy(b->user + b->lo + i, b->host + i, (size_t)(j - i));
+        i = j;
+    }
+    return rc;
+}
+
+static void release(mbuf_t *b)
+{
+    free(b->host);
+    free(b->mask);
+    b->host = b->mask = NULL;
 }
 
 /* The host copy's memory where staging applies to `count` elements of
@@ -217,6 +274,11 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
     b->lo = L.lo;
     b->span = L.span;
     b->back = dir == RECV;
+    if (b->back && !L.dense && make_mask(b, (int)count, type, L.size * count) != MPI_SUCCESS) {
+        free(b->host);
+        b->host = NULL;
+        return fail(call, MPI_ERR_NO_MEM);
+    }
     atomic_fetch_add_explicit(&n_staged, 1, memory_order_relaxed);
     return MPI_SUCCESS;
 }
@@ -241,11 +303,14 @@ static int acts_on(const void *buf)
            buf != MPI_BOTTOM;
 }
 
+static void progress_detached(int wait);
+
 static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
 {
     *cls = PTSC_MEM_HOST;
     if (!acts_on(buf))
         return MPI_SUCCESS;
+    progress_detached(0);
     atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
     return ptsc__mem_classify(buf, cls) == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
 }
@@ -265,10 +330,8 @@ static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, 
         rc = sync_for(cls, call);
     if (rc == MPI_SUCCESS)
         rc = stage_plan(b, cls, count, type, dir, can, call);
-    if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS) {
-        free(b->host);
-        b->host = NULL;
-    }
+    if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS)
+        release(b);
     return rc;
 }
 
@@ -278,77 +341,107 @@ static int finish(mbuf_t *b, int keep, const char *call)
 {
     if (!b->host)
         return MPI_SUCCESS;
-    int rc = b->back && !keep ? copy(b->user + b->lo, b->host, (size_t)b->span) : PTSC_OK;
-    free(b->host);
-    b->host = NULL;
+    int rc = b->back && !keep ? copy_back(b) : PTSC_OK;
+    release(b);
     return rc == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
 }
 
+/* An error of this library (not MPI's, which MPI has reported) goes to the
+ * communicator's error handler, as MPI's own would (fatal by default). */
+static int raise_on(MPI_Comm comm, int rc)
+{
+    if (rc != MPI_SUCCESS && comm != MPI_COMM_NULL)
+        PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
 /* The result of a call with staged buffers: MPI's error first. */
-static int done1(int mrc, mbuf_t *a, const char *call)
+static int done1(int mrc, mbuf_t *a, MPI_Comm comm, const char *call)
 {
     int frc = finish(a, 0, call);
-    return mrc != MPI_SUCCESS ? mrc : frc;
+    return mrc != MPI_SUCCESS ? mrc : raise_on(comm, frc);
 }
-static int done2(int mrc, mbuf_t *a, mbuf_t *b, const char *call)
+static int done2(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
 {
     int frc = finish(a, 0, call), grc = finish(b, 0, call);
-    return mrc != MPI_SUCCESS ? mrc : frc != MPI_SUCCESS ? frc : grc;
+    return mrc != MPI_SUCCESS ? mrc : raise_on(comm, frc != MPI_SUCCESS ? frc : grc);
 }
 
 /* ------------------------------------------------------------------------ */
-/* Non-blocking staged operations: request -> host copy                      */
+/* Requests with host copies                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* A request with a host copy (non-blocking, until it completes) or a
- * persistent request on memory that needs a sync or a copy at each start
- * (until MPI_Request_free). */
+/* A request whose completion has work to do: a non-blocking operation's
+ * host copy (until it completes), or a persistent request on memory that
+ * needs a sync or a copy at each start (until MPI_Request_free). Entries
+ * are found by handle while the handle is live (before the completion call
+ * that frees it: another thread's new request may get the same value right
+ * after) and settled by pointer. A request the program freed while it was
+ * still running is `detached`: the entry keeps MPI's handle and is settled
+ * by later calls into this library, or at MPI_Finalize. */
 typedef struct pending {
     MPI_Request req;
     mbuf_t b;
     const char *call;
     int persistent;      /* Send_init / Recv_init */
     int active;          /* persistent: started and not completed */
+    int detached;        /* freed by the program while running; req is ours */
     ptsc_memclass_t cls; /* persistent: the buffer's class, for the sync at each start */
     struct pending *next;
 } pending_t;
 
 static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t detach_lock = PTHREAD_MUTEX_INITIALIZER; /* one thread progresses detached ones */
 static pending_t *pend;
-static atomic_int n_pending;
+static atomic_int n_pending, n_detached;
 
 static int same_req(MPI_Request a, MPI_Request b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-static int add_pending(pending_t *p)
+static void link_pending(pending_t *p)
 {
     pthread_mutex_lock(&pend_lock);
     p->next = pend;
     pend = p;
     atomic_fetch_add(&n_pending, 1);
     pthread_mutex_unlock(&pend_lock);
-    return MPI_SUCCESS;
 }
 
-/* The entry of request `r`; unlinked when `remove`, or when it is not
- * persistent and `remove_done`. */
-static pending_t *find_pending(MPI_Request r, int remove, int remove_done)
+static void unlink_pending(pending_t *p)
 {
-    if (same_req(r, MPI_REQUEST_NULL) || !atomic_load(&n_pending))
-        return NULL;
     pthread_mutex_lock(&pend_lock);
-    pending_t **pp = &pend, *p = NULL;
-    for (; *pp; pp = &(*pp)->next)
-        if (same_req((*pp)->req, r)) {
-            p = *pp;
-            if (remove || (remove_done && !p->persistent)) {
-                *pp = p->next;
-                atomic_fetch_sub(&n_pending, 1);
-            }
+    for (pending_t **pp = &pend; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            atomic_fetch_sub(&n_pending, 1);
             break;
         }
     pthread_mutex_unlock(&pend_lock);
+}
+
+/* The entry of live request `r` (not a detached one) other than the `n`
+ * in `taken`, or NULL. Handles are not always unique: Open MPI returns one
+ * shared, already complete request object for sends that finished at once,
+ * so one array may hold it several times for several entries. */
+static pending_t *pending_other(MPI_Request r, pending_t *const *taken, int n)
+{
+    if (!atomic_load(&n_pending) || same_req(r, MPI_REQUEST_NULL))
+        return NULL;
+    pending_t *p;
+    pthread_mutex_lock(&pend_lock);
+    for (p = pend; p; p = p->next) {
+        if (p->detached || !same_req(p->req, r))
+            continue;
+        int k = 0;
+        while (k < n && taken[k] != p)
+            k++;
+        if (k == n)
+            break;
+    }
+    pthread_mutex_unlock(&pend_lock);
     return p;
 }
+
+static pending_t *pending_of(MPI_Request r) { return pending_other(r, NULL, 0); }
 
 /* Remember a started operation's host copy; without memory, wait for it. */
 static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
@@ -356,43 +449,82 @@ static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
     if (!b->host)
         return mrc;
     if (mrc != MPI_SUCCESS) {
-        finish(b, 1, call);
+        release(b);
         return mrc;
     }
     pending_t *p = calloc(1, sizeof *p);
     if (!p) {
         MPI_Status st;
         int wrc = PMPI_Wait(req, &st);
-        return done1(wrc, b, call);
+        return done1(wrc, b, MPI_COMM_NULL, call);
     }
     p->req = *req;
     p->b = *b;
     p->call = call;
-    return add_pending(p);
+    link_pending(p);
+    return MPI_SUCCESS;
 }
 
-/* Request `r` (its handle before MPI completed it) completed with `st`:
- * a receive's host copy goes back; a non-blocking operation's copy is
- * freed, a persistent one's kept for its next start. */
-static int completed(MPI_Request r, const MPI_Status *st)
+/* The request of entry `p` completed with `st` (an error status too): a
+ * receive's host copy goes back unless cancelled; a non-blocking
+ * operation's entry goes, a persistent one's stays for its next start. */
+static int settle(pending_t *p, const MPI_Status *st)
 {
-    pending_t *p = find_pending(r, 0, 1);
     if (!p)
         return MPI_SUCCESS;
     int cancelled = 0;
-    if (st)
+    if (st && st != MPI_STATUS_IGNORE)
         PMPI_Test_cancelled(st, &cancelled);
     if (!p->persistent) {
+        unlink_pending(p);
         int rc = finish(&p->b, cancelled, p->call);
         free(p);
         return rc;
     }
     int was = p->active;
     p->active = 0;
-    if (!was || !p->b.host || !p->b.back || cancelled ||
-        copy(p->b.user + p->b.lo, p->b.host, (size_t)p->b.span) == PTSC_OK)
+    if (!was || !p->b.host || !p->b.back || cancelled || copy_back(&p->b) == PTSC_OK)
         return MPI_SUCCESS;
     return fail(p->call, MPI_ERR_OTHER);
+}
+
+/* A persistent entry whose request MPI no longer holds. */
+static void drop(pending_t *p)
+{
+    unlink_pending(p);
+    release(&p->b);
+    free(p);
+}
+
+/* Detached requests that completed meanwhile: settled (a freed persistent
+ * one also released in MPI). Called by the wrappers while any exist; one
+ * thread at a time, the others go on. `wait`: all of them, at finalize. */
+static void progress_detached(int wait)
+{
+    if (!atomic_load(&n_detached) ||
+        (wait ? pthread_mutex_lock(&detach_lock) : pthread_mutex_trylock(&detach_lock)))
+        return;
+    for (;;) {
+        pending_t *p;
+        pthread_mutex_lock(&pend_lock);
+        for (p = pend; p && !p->detached; p = p->next)
+            ;
+        pthread_mutex_unlock(&pend_lock);
+        int done = 0;
+        MPI_Status st;
+        if (p)
+            wait ? (PMPI_Wait(&p->req, &st), done = 1) : PMPI_Test(&p->req, &done, &st);
+        if (!p || !done)
+            break; /* one at a time in the test form: later calls take the next */
+        atomic_fetch_sub(&n_detached, 1);
+        int persistent = p->persistent;
+        settle(p, &st);
+        if (persistent) {
+            PMPI_Request_free(&p->req);
+            drop(p);
+        }
+    }
+    pthread_mutex_unlock(&detach_lock);
 }
 
 /*
@@ -448,9 +580,20 @@ PTSC_MPI_API int MPI_Finalize(void)
                     rank, atomic_load(&n_calls), atomic_load(&n_synced), atomic_load(&n_staged),
                     atomic_load(&n_failed), scope_name(ptsc__g.cfg.sync_scope), staging ? "on" : "off");
         }
+        progress_detached(1);
         if (atomic_load(&n_pending))
-            ptsc__log(PTSC__LOG_WARN, "libptsc-mpi: MPI_Finalize with %d staged requests never completed",
-                      atomic_load(&n_pending));
+            ptsc__log(
+                PTSC__LOG_WARN,
+                "libptsc-mpi: MPI_Finalize with %d requests never completed or freed (their host copies "
+                "are released)",
+                atomic_load(&n_pending));
+        while (pend) {
+            pending_t *p = pend;
+            pend = p->next;
+            release(&p->b);
+            free(p);
+        }
+        atomic_store(&n_pending, 0);
         ptsc__gpu_finalize();
     }
     return PMPI_Finalize();
@@ -475,32 +618,46 @@ PTSC_MPI_API int MPIX_Query_cuda_support(void)
         if (ptsc_rc_ != MPI_SUCCESS) \
             return ptsc_rc_;         \
     } while (0)
+/* The same in a call on `comm`: the handler is called, the request (if
+ * any) set to MPI_REQUEST_NULL, as nothing was started. */
+#define CHECKED_ON(comm, req, expr)            \
+    do {                                       \
+        int ptsc_rc_ = (expr);                 \
+        if (ptsc_rc_ != MPI_SUCCESS) {         \
+            MPI_Request *ptsc_req_ = (req);    \
+            if (ptsc_req_)                     \
+                *ptsc_req_ = MPI_REQUEST_NULL; \
+            return raise_on((comm), ptsc_rc_); \
+        }                                      \
+    } while (0)
 
-/* A copy of `n` request handles (and statuses where the caller ignores
- * them), on the stack up to 16. */
+/* The entries of `n` requests, looked up before the completion call, and
+ * statuses where the caller ignores them; on the stack up to 16. */
 typedef struct {
-    MPI_Request few[16], *req;
+    pending_t *few[16], **p;
     MPI_Status fews[16], *st;
 } saved_t;
 
+static void unsave(saved_t *s, MPI_Status *sts)
+{
+    if (s->p && s->p != s->few)
+        free(s->p);
+    if (s->st && s->st != sts && s->st != s->fews)
+        free(s->st);
+}
+
 static int save(saved_t *s, int n, const MPI_Request *reqs, MPI_Status *sts)
 {
-    s->req = n <= 16 ? s->few : malloc((size_t)n * sizeof *s->req);
+    s->p = n <= 16 ? s->few : malloc((size_t)n * sizeof *s->p);
     s->st = sts != MPI_STATUSES_IGNORE ? sts : n <= 16 ? s->fews : malloc((size_t)n * sizeof *s->st);
-    if (!s->req || !s->st) {
+    if (!s->p || !s->st) {
+        unsave(s, sts);
         ptsc__err(PTSC_ERR_NO_MEMORY, "request handles");
         return fail("a completion call", MPI_ERR_NO_MEM);
     }
-    memcpy(s->req, reqs, (size_t)n * sizeof *s->req);
+    for (int i = 0; i < n; i++)
+        s->p[i] = pending_other(reqs[i], s->p, i);
     return MPI_SUCCESS;
-}
-
-static void unsave(saved_t *s, MPI_Status *sts)
-{
-    if (s->req && s->req != s->few)
-        free(s->req);
-    if (s->st && s->st != sts && s->st != s->fews)
-        free(s->st);
 }
 
 /* Whether request i of a Waitall / Testall that returned `mrc` completed:
@@ -510,86 +667,86 @@ static int finished(int mrc, const MPI_Status *st)
     return mrc == MPI_SUCCESS || (mrc == MPI_ERR_IN_STATUS && st->MPI_ERROR != MPI_ERR_PENDING);
 }
 
+/* Whether the completion calls have anything to do (progressing detached
+ * requests on the way). */
+static int busy(void)
+{
+    progress_detached(0);
+    return atomic_load(&n_pending) != 0;
+}
+
 PTSC_MPI_API int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
-    if (!atomic_load(&n_pending))
+    if (!busy())
         return PMPI_Wait(req, st);
-    MPI_Request r = *req;
+    pending_t *p = pending_of(*req);
     MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
-    int mrc = PMPI_Wait(req, s), frc = completed(r, s);
+    int mrc = PMPI_Wait(req, s), frc = settle(p, s);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
 
 PTSC_MPI_API int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
-    if (!atomic_load(&n_pending))
+    if (!busy())
         return PMPI_Test(req, flag, st);
-    MPI_Request r = *req;
+    pending_t *p = pending_of(*req);
     MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
-    int mrc = PMPI_Test(req, flag, s), frc = mrc == MPI_SUCCESS && *flag ? completed(r, s) : MPI_SUCCESS;
+    *flag = 0;
+    int mrc = PMPI_Test(req, flag, s), frc = *flag ? settle(p, s) : MPI_SUCCESS;
+    return mrc != MPI_SUCCESS ? mrc : frc;
+}
+
+/* Waitall and Testall. */
+static int all(int wait, int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
+{
+    saved_t s;
+    CHECKED(save(&s, n, reqs, sts));
+    int dummy = 1, *f = wait ? &dummy : flag;
+    *f = wait;
+    int mrc = wait ? PMPI_Waitall(n, reqs, s.st) : PMPI_Testall(n, reqs, flag, s.st), frc = MPI_SUCCESS;
+    for (int i = 0; *f && i < n; i++) {
+        if (!s.p[i] || !finished(mrc, &s.st[i]))
+            continue;
+        int rc = settle(s.p[i], &s.st[i]);
+        frc = frc != MPI_SUCCESS ? frc : rc;
+    }
+    unsave(&s, sts);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
 
 PTSC_MPI_API int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[])
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Waitall(n, reqs, sts);
-    saved_t s;
-    CHECKED(save(&s, n, reqs, sts));
-    int mrc = PMPI_Waitall(n, reqs, s.st), frc = MPI_SUCCESS;
-    for (int i = 0; i < n; i++) {
-        if (!finished(mrc, &s.st[i]))
-            continue;
-        int rc = completed(s.req[i], &s.st[i]);
-        frc = frc != MPI_SUCCESS ? frc : rc;
-    }
-    unsave(&s, sts);
-    return mrc != MPI_SUCCESS ? mrc : frc;
+    return !busy() || n <= 0 ? PMPI_Waitall(n, reqs, sts) : all(1, n, reqs, NULL, sts);
 }
 
 PTSC_MPI_API int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Testall(n, reqs, flag, sts);
+    return !busy() || n <= 0 ? PMPI_Testall(n, reqs, flag, sts) : all(0, n, reqs, flag, sts);
+}
+
+/* Waitany and Testany: the completed one (an error status too) is *index. */
+static int any(int wait, int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+{
     saved_t s;
-    CHECKED(save(&s, n, reqs, sts));
-    int mrc = PMPI_Testall(n, reqs, flag, s.st), frc = MPI_SUCCESS;
-    for (int i = 0; (mrc == MPI_SUCCESS || mrc == MPI_ERR_IN_STATUS) && *flag && i < n; i++) {
-        if (!finished(mrc, &s.st[i]))
-            continue;
-        int rc = completed(s.req[i], &s.st[i]);
-        frc = frc != MPI_SUCCESS ? frc : rc;
-    }
-    unsave(&s, sts);
+    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
+    MPI_Status own, *sp = st == MPI_STATUS_IGNORE ? &own : st;
+    *index = MPI_UNDEFINED;
+    int mrc = wait ? PMPI_Waitany(n, reqs, index, sp) : PMPI_Testany(n, reqs, index, flag, sp),
+        frc = MPI_SUCCESS;
+    if (*index != MPI_UNDEFINED && *index >= 0 && *index < n)
+        frc = settle(s.p[*index], sp);
+    unsave(&s, MPI_STATUSES_IGNORE);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
 
 PTSC_MPI_API int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Waitany(n, reqs, index, st);
-    saved_t s;
-    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
-    MPI_Status own, *sp = st == MPI_STATUS_IGNORE ? &own : st;
-    int mrc = PMPI_Waitany(n, reqs, index, sp), frc = MPI_SUCCESS;
-    if (mrc == MPI_SUCCESS && *index != MPI_UNDEFINED)
-        frc = completed(s.req[*index], sp);
-    unsave(&s, MPI_STATUSES_IGNORE);
-    return mrc != MPI_SUCCESS ? mrc : frc;
+    return !busy() || n <= 0 ? PMPI_Waitany(n, reqs, index, st) : any(1, n, reqs, index, NULL, st);
 }
 
 PTSC_MPI_API int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Testany(n, reqs, index, flag, st);
-    saved_t s;
-    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
-    MPI_Status own, *sp = st == MPI_STATUS_IGNORE ? &own : st;
-    int mrc = PMPI_Testany(n, reqs, index, flag, sp), frc = MPI_SUCCESS;
-    if (mrc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
-        frc = completed(s.req[*index], sp);
-    unsave(&s, MPI_STATUSES_IGNORE);
-    return mrc != MPI_SUCCESS ? mrc : frc;
+    return !busy() || n <= 0 ? PMPI_Testany(n, reqs, index, flag, st) : any(0, n, reqs, index, flag, st);
 }
 
 /* Waitsome and Testsome: the completed ones are indices[0 .. *outcount). */
@@ -597,13 +754,14 @@ static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[
 {
     saved_t s;
     CHECKED(save(&s, n, reqs, sts));
+    *outcount = 0;
     int mrc = wait ? PMPI_Waitsome(n, reqs, outcount, indices, s.st)
                    : PMPI_Testsome(n, reqs, outcount, indices, s.st);
     int frc = MPI_SUCCESS;
-    for (int k = 0;
-         (mrc == MPI_SUCCESS || mrc == MPI_ERR_IN_STATUS) && *outcount != MPI_UNDEFINED && k < *outcount;
-         k++) {
-        int rc = completed(s.req[indices[k]], &s.st[k]);
+    for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++) {
+        if (indices[k] < 0 || indices[k] >= n)
+            continue;
+        int rc = settle(s.p[indices[k]], &s.st[k]);
         frc = frc != MPI_SUCCESS ? frc : rc;
     }
     unsave(&s, sts);
@@ -612,37 +770,36 @@ static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[
 
 PTSC_MPI_API int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Waitsome(n, reqs, outcount, indices, sts);
-    return some(1, n, reqs, outcount, indices, sts);
+    return !busy() || n <= 0 ? PMPI_Waitsome(n, reqs, outcount, indices, sts)
+                             : some(1, n, reqs, outcount, indices, sts);
 }
 
 PTSC_MPI_API int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status sts[])
 {
-    if (!atomic_load(&n_pending) || n <= 0)
-        return PMPI_Testsome(n, reqs, outcount, indices, sts);
-    return some(0, n, reqs, outcount, indices, sts);
+    return !busy() || n <= 0 ? PMPI_Testsome(n, reqs, outcount, indices, sts)
+                             : some(0, n, reqs, outcount, indices, sts);
 }
 
-/* A staged operation's copy can only go back once it completed: freeing
- * its request waits for it here. A persistent request's entry goes with it. */
+/* MPI_Request_free returns at once, as in MPI. A running operation with a
+ * host copy is detached: the entry keeps MPI's handle, and later calls
+ * settle it when it completes (at the latest MPI_Finalize). An inactive
+ * persistent request is released at once. */
 PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
 {
-    pending_t *p = find_pending(*req, 0, 0);
+    pending_t *p = busy() ? pending_of(*req) : NULL;
     if (!p)
         return PMPI_Request_free(req);
-    MPI_Request r = *req;
-    MPI_Status st;
-    int persistent = p->persistent;
-    int mrc = PMPI_Wait(req, &st), frc = completed(r, &st); /* frees a non-persistent entry */
-    if (persistent) {
-        find_pending(r, 1, 0);
-        if (mrc == MPI_SUCCESS)
-            mrc = PMPI_Request_free(req);
-        free(p->b.host);
-        free(p);
+    if (p->persistent && !p->active) {
+        int mrc = PMPI_Request_free(req);
+        drop(p);
+        return mrc;
     }
-    return mrc != MPI_SUCCESS ? mrc : frc;
+    pthread_mutex_lock(&pend_lock);
+    p->detached = 1;
+    pthread_mutex_unlock(&pend_lock);
+    atomic_fetch_add(&n_detached, 1);
+    *req = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -666,14 +823,14 @@ static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int d
 static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, const char *call)
 {
     if (mrc != MPI_SUCCESS) {
-        free(b->host);
+        release(b);
         return mrc;
     }
     if (!b->host && !ptsc__mem_needs_sync(cls))
         return MPI_SUCCESS;
     pending_t *p = calloc(1, sizeof *p);
     if (!p) {
-        free(b->host);
+        release(b);
         PMPI_Request_free(req);
         ptsc__err(PTSC_ERR_NO_MEMORY, "a persistent request's entry");
         return fail(call, MPI_ERR_NO_MEM);
@@ -683,7 +840,8 @@ static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, con
     p->call = call;
     p->persistent = 1;
     p->cls = cls;
-    return add_pending(p);
+    link_pending(p);
+    return MPI_SUCCESS;
 }
 
 #define PINIT_SEND(NAME)                                                                                     \
@@ -692,7 +850,7 @@ static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, con
     {                                                                                                        \
         mbuf_t b;                                                                                            \
         ptsc_memclass_t cls;                                                                                 \
-        CHECKED(pprep(&b, buf, count, type, SEND, &cls, "MPI_" #NAME));                                      \
+        CHECKED_ON(comm, req, pprep(&b, buf, count, type, SEND, &cls, "MPI_" #NAME));                        \
         return ptrack(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, cls, "MPI_" #NAME); \
     }
 PINIT_SEND(Send_init)
@@ -705,50 +863,64 @@ PTSC_MPI_API int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int sour
 {
     mbuf_t b;
     ptsc_memclass_t cls;
-    CHECKED(pprep(&b, buf, count, type, RECV, &cls, "MPI_Recv_init"));
+    CHECKED_ON(comm, req, pprep(&b, buf, count, type, RECV, &cls, "MPI_Recv_init"));
     return ptrack(PMPI_Recv_init(wire(&b), count, type, source, tag, comm, req), req, &b, cls,
                   "MPI_Recv_init");
 }
 
-/* Each start: the sync, and the host copy filled from the caller's buffer. */
-static int start_one(MPI_Request r)
+/* Before a start: the sync, and the host copy filled from the caller's
+ * buffer; *p the entry (to be marked active once started). */
+static int start_prep(MPI_Request r, pending_t **p)
 {
-    pending_t *p = find_pending(r, 0, 0);
-    if (!p || !p->persistent)
-        return MPI_SUCCESS;
-    int rc = sync_for(p->cls, p->call);
-    if (rc == MPI_SUCCESS)
-        rc = stage_in(&p->b, p->call);
-    if (rc == MPI_SUCCESS)
-        p->active = 1;
-    return rc;
+    *p = pending_of(r);
+    if (!*p || !(*p)->persistent)
+        return *p = NULL, MPI_SUCCESS;
+    int rc = sync_for((*p)->cls, (*p)->call);
+    return rc == MPI_SUCCESS ? stage_in(&(*p)->b, (*p)->call) : rc;
 }
 
 PTSC_MPI_API int MPI_Start(MPI_Request *req)
 {
-    if (atomic_load(&n_pending))
-        CHECKED(start_one(*req));
-    return PMPI_Start(req);
+    pending_t *p = NULL;
+    if (busy())
+        CHECKED(start_prep(*req, &p));
+    int mrc = PMPI_Start(req);
+    if (p && mrc == MPI_SUCCESS)
+        p->active = 1;
+    return mrc;
 }
 
 PTSC_MPI_API int MPI_Startall(int n, MPI_Request reqs[])
 {
-    for (int i = 0; atomic_load(&n_pending) && i < n; i++)
-        CHECKED(start_one(reqs[i]));
-    return PMPI_Startall(n, reqs);
+    if (!busy() || n <= 0)
+        return PMPI_Startall(n, reqs);
+    saved_t s;
+    CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
+    int rc = MPI_SUCCESS;
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++) {
+        pending_t *q;
+        rc = start_prep(reqs[i], &q);
+    }
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Startall(n, reqs);
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+        if (s.p[i] && s.p[i]->persistent)
+            s.p[i]->active = 1;
+    unsave(&s, MPI_STATUSES_IGNORE);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Point-to-point                                                            */
 /* ------------------------------------------------------------------------ */
 
-#define SEND_LIKE(NAME)                                                                           \
-    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag, \
-                                MPI_Comm comm)                                                    \
-    {                                                                                             \
-        mbuf_t b;                                                                                 \
-        CHECKED(prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));                       \
-        return done1(PMPI_##NAME(wire(&b), count, type, dest, tag, comm), &b, "MPI_" #NAME);      \
+#define SEND_LIKE(NAME)                                                                                   \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,         \
+                                MPI_Comm comm)                                                            \
+    {                                                                                                     \
+        mbuf_t b;                                                                                         \
+        CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME)); \
+        return done1(PMPI_##NAME(wire(&b), count, type, dest, tag, comm), &b, comm, "MPI_" #NAME);        \
     }
 SEND_LIKE(Send)
 SEND_LIKE(Ssend)
@@ -760,7 +932,7 @@ SEND_LIKE(Rsend)
                                 MPI_Comm comm, MPI_Request *req)                                       \
     {                                                                                                  \
         mbuf_t b;                                                                                      \
-        CHECKED(prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));                            \
+        CHECKED_ON(comm, req, prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));              \
         return track(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, "MPI_" #NAME); \
     }
 ISEND_LIKE(Isend)
@@ -772,29 +944,29 @@ PTSC_MPI_API int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, i
                           MPI_Status *status)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Recv"));
-    return done1(PMPI_Recv(wire(&b), count, type, source, tag, comm, status), &b, "MPI_Recv");
+    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Recv"));
+    return done1(PMPI_Recv(wire(&b), count, type, source, tag, comm, status), &b, comm, "MPI_Recv");
 }
 
 PTSC_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                            MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Irecv"));
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Irecv"));
     return track(PMPI_Irecv(wire(&b), count, type, source, tag, comm, req), req, &b, "MPI_Irecv");
 }
 
 PTSC_MPI_API int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Status *status)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Mrecv"));
-    return done1(PMPI_Mrecv(wire(&b), count, type, msg, status), &b, "MPI_Mrecv");
+    CHECKED_ON(MPI_COMM_NULL, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Mrecv"));
+    return done1(PMPI_Mrecv(wire(&b), count, type, msg, status), &b, MPI_COMM_NULL, "MPI_Mrecv");
 }
 
 PTSC_MPI_API int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Imrecv"));
+    CHECKED_ON(MPI_COMM_NULL, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Imrecv"));
     return track(PMPI_Imrecv(wire(&b), count, type, msg, req), req, &b, "MPI_Imrecv");
 }
 
@@ -803,22 +975,23 @@ PTSC_MPI_API int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, 
                               MPI_Status *status)
 {
     mbuf_t s, r;
-    CHECKED(prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Sendrecv"));
+    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Sendrecv"));
     int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Sendrecv");
     if (rc != MPI_SUCCESS)
-        return done1(rc, &s, "MPI_Sendrecv");
+        return done1(rc, &s, comm, "MPI_Sendrecv");
     return done2(PMPI_Sendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag,
                                comm, status),
-                 &s, &r, "MPI_Sendrecv");
+                 &s, &r, comm, "MPI_Sendrecv");
 }
 
 PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag, int source,
                                       int rtag, MPI_Comm comm, MPI_Status *status)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Sendrecv_replace"));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Sendrecv_replace"));
     return done1(PMPI_Sendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, status), &b,
-                 "MPI_Sendrecv_replace");
+                 comm, "MPI_Sendrecv_replace");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -837,6 +1010,25 @@ static int comm_size(MPI_Comm comm)
     int n = 0;
     PMPI_Comm_size(comm, &n);
     return n;
+}
+
+/* Whether this process is the root of a rooted call: its rank, or
+ * MPI_ROOT on an intercommunicator. */
+static int is_root(MPI_Comm comm, int root)
+{
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    return inter ? root == MPI_ROOT : comm_rank(comm) == root;
+}
+
+/* Collectives on an intercommunicator (blocks sized by the remote group)
+ * are synchronised, not staged: a device buffer that needs staging is
+ * refused there. */
+static int coll_stage(MPI_Comm comm)
+{
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    return inter ? NO_STAGE : MAY_STAGE;
 }
 
 /* Both buffers of a collective: the send side `scount` elements of `stype`
@@ -861,15 +1053,15 @@ PTSC_MPI_API int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MP
 {
     mbuf_t b;
     /* A receive everywhere (the root's copy comes back unchanged). */
-    CHECKED(prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Bcast"));
-    return done1(PMPI_Bcast(wire(&b), count, type, root, comm), &b, "MPI_Bcast");
+    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, coll_stage(comm), "MPI_Bcast"));
+    return done1(PMPI_Bcast(wire(&b), count, type, root, comm), &b, comm, "MPI_Bcast");
 }
 
 PTSC_MPI_API int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm,
                             MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED(prep(&b, buf, count, type, RECV, NO_STAGE, "MPI_Ibcast"));
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, NO_STAGE, "MPI_Ibcast"));
     return PMPI_Ibcast(buf, count, type, root, comm, req);
 }
 
@@ -877,36 +1069,42 @@ PTSC_MPI_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
                             MPI_Comm comm)
 {
     mbuf_t s, r;
-    int at_root = comm_rank(comm) == root;
-    CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, MAY_STAGE, "MPI_Reduce"));
-    return done2(PMPI_Reduce(wire(&s), wire(&r), count, type, op, root, comm), &s, &r, "MPI_Reduce");
+    int at_root = is_root(comm, root);
+    CHECKED_ON(
+        comm, (MPI_Request *)NULL,
+        prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, coll_stage(comm), "MPI_Reduce"));
+    return done2(PMPI_Reduce(wire(&s), wire(&r), count, type, op, root, comm), &s, &r, comm, "MPI_Reduce");
 }
 
 PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
                              MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t s, r;
-    int at_root = comm_rank(comm) == root;
-    CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, NO_STAGE, "MPI_Ireduce"));
+    int at_root = is_root(comm, root);
+    CHECKED_ON(comm, req,
+               prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, NO_STAGE, "MPI_Ireduce"));
     return PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req);
 }
 
 /* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans,
  * staged when blocking. */
-#define REDUCE_LIKE(NAME, INAME)                                                                        \
-    PTSC_MPI_API int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,  \
-                                MPI_Comm comm)                                                          \
-    {                                                                                                   \
-        mbuf_t s, r;                                                                                    \
-        CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, MAY_STAGE, "MPI_" #NAME));    \
-        return done2(PMPI_##NAME(wire(&s), wire(&r), count, type, op, comm), &s, &r, "MPI_" #NAME);     \
-    }                                                                                                   \
-    PTSC_MPI_API int MPI_##INAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, \
-                                 MPI_Comm comm, MPI_Request *req)                                       \
-    {                                                                                                   \
-        mbuf_t s, r;                                                                                    \
-        CHECKED(prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, NO_STAGE, "MPI_" #INAME));    \
-        return PMPI_##INAME(sbuf, rbuf, count, type, op, comm, req);                                    \
+#define REDUCE_LIKE(NAME, INAME)                                                                          \
+    PTSC_MPI_API int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,    \
+                                MPI_Comm comm)                                                            \
+    {                                                                                                     \
+        mbuf_t s, r;                                                                                      \
+        CHECKED_ON(                                                                                       \
+            comm, (MPI_Request *)NULL,                                                                    \
+            prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, coll_stage(comm), "MPI_" #NAME));   \
+        return done2(PMPI_##NAME(wire(&s), wire(&r), count, type, op, comm), &s, &r, comm, "MPI_" #NAME); \
+    }                                                                                                     \
+    PTSC_MPI_API int MPI_##INAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,   \
+                                 MPI_Comm comm, MPI_Request *req)                                         \
+    {                                                                                                     \
+        mbuf_t s, r;                                                                                      \
+        CHECKED_ON(comm, req,                                                                             \
+                   prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, NO_STAGE, "MPI_" #INAME));   \
+        return PMPI_##INAME(sbuf, rbuf, count, type, op, comm, req);                                      \
     }
 REDUCE_LIKE(Allreduce, Iallreduce)
 REDUCE_LIKE(Scan, Iscan)
@@ -917,8 +1115,11 @@ PTSC_MPI_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
 {
     mbuf_t s, r;
     MPI_Count n = (MPI_Count)rcount * comm_size(comm);
-    CHECKED(prep2(&s, &r, sbuf, n, type, 1, rbuf, rcount, type, 1, MAY_STAGE, "MPI_Reduce_scatter_block"));
-    return done2(PMPI_Reduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm), &s, &r,
+    /* In place, the input is n blocks of rbuf. */
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, n, type, 1, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, 1,
+                     coll_stage(comm), "MPI_Reduce_scatter_block"));
+    return done2(PMPI_Reduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm), &s, &r, comm,
                  "MPI_Reduce_scatter_block");
 }
 
@@ -926,7 +1127,8 @@ PTSC_MPI_API int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcou
                                     MPI_Op op, MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Reduce_scatter"));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Reduce_scatter"));
     return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
 }
 
@@ -937,43 +1139,46 @@ PTSC_MPI_API int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcou
                                 MPI_Datatype rtype, int root, MPI_Comm comm)                               \
     {                                                                                                      \
         mbuf_t s, r;                                                                                       \
-        int n = comm_size(comm), at_root = comm_rank(comm) == root;                                        \
+        int n = comm_size(comm), at_root = is_root(comm, root);                                            \
         (void)n;                                                                                           \
         (void)at_root;                                                                                     \
-        CHECKED(prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                       \
-                      (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, MAY_STAGE, "MPI_" #NAME));                \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                              \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                    \
+                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #NAME));      \
         return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm), &s, &r,    \
-                     "MPI_" #NAME);                                                                        \
+                     comm, "MPI_" #NAME);                                                                  \
     }                                                                                                      \
     PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
                                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)            \
     {                                                                                                      \
         mbuf_t s, r;                                                                                       \
-        int at_root = comm_rank(comm) == root;                                                             \
+        int at_root = is_root(comm, root);                                                                 \
         (void)at_root;                                                                                     \
-        CHECKED(prep2(&s, &r, sbuf, 0, stype, SUSE, rbuf, 0, rtype, RUSE, NO_STAGE, "MPI_" #INAME));       \
+        CHECKED_ON(comm, req,                                                                              \
+                   prep2(&s, &r, sbuf, 0, stype, SUSE, rbuf, 0, rtype, RUSE, NO_STAGE, "MPI_" #INAME));    \
         return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);                    \
     }
 GATHER_ROOT(Gather, Igather, 1, n, 1, at_root)
 GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
 
-#define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                   \
-    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
-                                MPI_Datatype rtype, MPI_Comm comm)                                         \
-    {                                                                                                      \
-        mbuf_t s, r;                                                                                       \
-        int n = comm_size(comm);                                                                           \
-        CHECKED(prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n,    \
-                      rtype, 1, MAY_STAGE, "MPI_" #NAME));                                                 \
-        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r,          \
-                     "MPI_" #NAME);                                                                        \
-    }                                                                                                      \
-    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
-                                 MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                      \
-    {                                                                                                      \
-        mbuf_t s, r;                                                                                       \
-        CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_" #INAME));             \
-        return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);                          \
+#define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                     \
+    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,    \
+                                MPI_Datatype rtype, MPI_Comm comm)                                           \
+    {                                                                                                        \
+        mbuf_t s, r;                                                                                         \
+        int n = comm_size(comm);                                                                             \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                                \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n,   \
+                         rtype, 1, coll_stage(comm), "MPI_" #NAME));                                         \
+        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r, comm,      \
+                     "MPI_" #NAME);                                                                          \
+    }                                                                                                        \
+    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,   \
+                                 MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                        \
+    {                                                                                                        \
+        mbuf_t s, r;                                                                                         \
+        CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_" #INAME)); \
+        return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);                            \
     }
 GATHER_ALL(Allgather, Iallgather, 1)
 GATHER_ALL(Alltoall, Ialltoall, n)
@@ -984,8 +1189,7 @@ PTSC_MPI_API int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, v
                              MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(
-        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, comm_rank(comm) == root, NO_STAGE, "MPI_Gatherv"));
+    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Gatherv"));
     return PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
 }
 
@@ -993,8 +1197,7 @@ PTSC_MPI_API int MPI_Scatterv(const void *sbuf, const int scounts[], const int d
                               void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(
-        prep2(&s, &r, sbuf, 0, stype, comm_rank(comm) == root, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
+    CHECKED(prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
     return PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
 }
 
@@ -1002,7 +1205,8 @@ PTSC_MPI_API int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype
                                 const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Allgatherv"));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Allgatherv"));
     return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
 }
 
@@ -1011,6 +1215,7 @@ PTSC_MPI_API int MPI_Alltoallv(const void *sbuf, const int scounts[], const int 
                                MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Alltoallv"));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Alltoallv"));
     return PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 }
