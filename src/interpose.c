@@ -99,6 +99,12 @@ static void setup(void)
         ptsc__log(PTSC__LOG_ERROR, "libptsc-mpi: not active: %s", ptsc_last_error());
         return;
     }
+    /* PTSC_MEM_CACHE=host relies on the program calling ptsc_mem_forget,
+     * which a program that does not know ptsc never does. */
+    if (ptsc__g.cfg.mem_cache == PTSC__MEMCACHE_HOST) {
+        ptsc__log(PTSC__LOG_WARN, "libptsc-mpi: PTSC_MEM_CACHE=host needs ptsc_mem_forget calls; using safe");
+        ptsc__g.cfg.mem_cache = PTSC__MEMCACHE_SAFE;
+    }
     const ptsc__config_t *c = &ptsc__g.cfg;
     int aware = c->cuda_aware == PTSC__TRI_AUTO ? mpi_cuda_aware() : c->cuda_aware == PTSC__TRI_YES;
     staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
