@@ -70,7 +70,52 @@
 static atomic_int ready; /* set up after MPI_Init*; cleared at MPI_Finalize */
 static int staging;      /* device and managed buffers are staged */
 static int stage_host;   /* no device and PTSC_STAGING=always: host buffers are staged (tests) */
-static atomic_ulong n_calls, n_synced, n_failed, n_staged;
+/* Counters, one block per thread (a shared atomic would put a contended
+ * cache line on every call): written by their thread alone, summed by
+ * ptsc_mpi_interposer. Blocks live to the process end. */
+enum { C_CALLS, C_SYNCED, C_FAILED, C_STAGED, NCOUNT };
+typedef struct counts {
+    atomic_ulong n[NCOUNT];
+    struct counts *next;
+} counts_t;
+/* initial-exec: the library is loaded at start (preloaded or linked), and
+ * the general model would cost a call per access. */
+static _Thread_local counts_t *my_counts __attribute__((tls_model("initial-exec")));
+static counts_t *all_counts;
+static pthread_mutex_t counts_lock = PTHREAD_MUTEX_INITIALIZER;
+static counts_t no_counts; /* where a thread counts if its block could not be allocated */
+
+static void bump(int which)
+{
+    counts_t *c = my_counts;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (c) {
+            pthread_mutex_lock(&counts_lock);
+            c->next = all_counts;
+            all_counts = c;
+            pthread_mutex_unlock(&counts_lock);
+        } else {
+            c = &no_counts;
+        }
+        my_counts = c;
+    }
+    if (c == &no_counts)
+        atomic_fetch_add_explicit(&c->n[which], 1, memory_order_relaxed);
+    else
+        atomic_store_explicit(&c->n[which], atomic_load_explicit(&c->n[which], memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+}
+
+static unsigned long total(int which)
+{
+    unsigned long t = atomic_load_explicit(&no_counts.n[which], memory_order_relaxed);
+    pthread_mutex_lock(&counts_lock);
+    for (counts_t *c = all_counts; c; c = c->next)
+        t += atomic_load_explicit(&c->n[which], memory_order_relaxed);
+    pthread_mutex_unlock(&counts_lock);
+    return t;
+}
 static pthread_key_t ev_key;
 
 static void ev_destroy(void *ev) { ptsc__gpu_event_destroy(ev); }
@@ -137,7 +182,7 @@ static int thread_sync(void)
 
 static int fail(const char *call, int mpi_err)
 {
-    atomic_fetch_add_explicit(&n_failed, 1, memory_order_relaxed);
+    bump(C_FAILED);
     ptsc__log(PTSC__LOG_ERROR, "libptsc-mpi: %s: %s", call, ptsc_last_error());
     return mpi_err;
 }
@@ -189,7 +234,7 @@ static int sync_for(ptsc_memclass_t cls, const char *call)
     if (rc != PTSC_OK)
         return fail(call, MPI_ERR_OTHER);
     if (scope != PTSC_SCOPE_NONE)
-        atomic_fetch_add_explicit(&n_synced, 1, memory_order_relaxed);
+        bump(C_SYNCED);
     return MPI_SUCCESS;
 }
 
@@ -285,7 +330,7 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
         b->host = NULL;
         return fail(call, MPI_ERR_NO_MEM);
     }
-    atomic_fetch_add_explicit(&n_staged, 1, memory_order_relaxed);
+    bump(C_STAGED);
     return MPI_SUCCESS;
 }
 
@@ -317,7 +362,7 @@ static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
     if (!acts_on(buf))
         return MPI_SUCCESS;
     progress_detached(0);
-    atomic_fetch_add_explicit(&n_calls, 1, memory_order_relaxed);
+    bump(C_CALLS);
     return ptsc__mem_classify(buf, cls) == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
 }
 
@@ -326,12 +371,16 @@ static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
 static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
                 const char *call)
 {
-    memset(b, 0, sizeof *b);
     b->user = (char *)buf;
-    if (!acts_on(buf))
-        return MPI_SUCCESS;
+    b->host = b->mask = NULL;
+    b->lo = b->span = 0;
+    b->back = 0;
     ptsc_memclass_t cls;
-    int rc = lookup(buf, &cls, call);
+    int rc = lookup(buf, &cls, call); /* HOST for what is no buffer */
+    /* Host memory with nothing to stage (every buffer on a machine without
+     * a device): no sync, no copy. */
+    if (rc != MPI_SUCCESS || (cls == PTSC_MEM_HOST && !stage_host) || !acts_on(buf))
+        return rc;
     if (rc == MPI_SUCCESS)
         rc = sync_for(cls, call);
     if (rc == MPI_SUCCESS)
@@ -545,13 +594,13 @@ int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned lo
                         unsigned long *staged)
 {
     if (calls)
-        *calls = atomic_load(&n_calls);
+        *calls = total(C_CALLS);
     if (synced)
-        *synced = atomic_load(&n_synced);
+        *synced = total(C_SYNCED);
     if (failed)
-        *failed = atomic_load(&n_failed);
+        *failed = total(C_FAILED);
     if (staged)
-        *staged = atomic_load(&n_staged);
+        *staged = total(C_STAGED);
     return atomic_load(&ready);
 }
 
@@ -583,8 +632,8 @@ PTSC_MPI_API int MPI_Finalize(void)
             PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
             fprintf(stderr,
                     "[ptsc-mpi r%d] buffers %lu synced %lu staged %lu failed %lu (scope %s, staging %s)\n",
-                    rank, atomic_load(&n_calls), atomic_load(&n_synced), atomic_load(&n_staged),
-                    atomic_load(&n_failed), scope_name(ptsc__g.cfg.sync_scope), staging ? "on" : "off");
+                    rank, total(C_CALLS), total(C_SYNCED), total(C_STAGED), total(C_FAILED),
+                    scope_name(ptsc__g.cfg.sync_scope), staging ? "on" : "off");
         }
         progress_detached(1);
         if (atomic_load(&n_pending))
