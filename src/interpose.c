@@ -68,8 +68,6 @@
 #define PTSC_MPI_API __attribute__((visibility("default")))
 
 static atomic_int ready; /* set up after MPI_Init*; cleared at MPI_Finalize */
-static int staging;      /* device and managed buffers are staged */
-static int stage_host;   /* no device and PTSC_STAGING=always: host buffers are staged (tests) */
 /* Counters, one block per thread (a shared atomic would put a contended
  * cache line on every call): written by their thread alone, summed by
  * ptsc_mpi_interposer. Blocks live to the process end. */
@@ -116,15 +114,6 @@ static unsigned long total(int which)
     pthread_mutex_unlock(&counts_lock);
     return t;
 }
-static pthread_key_t ev_key;
-
-static void ev_destroy(void *ev) { ptsc__gpu_event_destroy(ev); }
-
-static const char *scope_name(int scope)
-{
-    static const char *const names[] = {"auto", "none", "thread", "global", "device"};
-    return scope >= 0 && scope < 5 ? names[scope] : "?";
-}
 
 /* MPI's own answer, past this library's MPIX_Query_cuda_support. */
 static int mpi_cuda_aware(void)
@@ -152,32 +141,13 @@ static void setup(void)
     }
     const ptsc__config_t *c = &ptsc__g.cfg;
     int aware = c->cuda_aware == PTSC__TRI_AUTO ? mpi_cuda_aware() : c->cuda_aware == PTSC__TRI_YES;
-    staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
-    stage_host = ptsc__g.ndevices == 0 && c->staging == PTSC__STAGING_ALWAYS;
-    /* The class cache's rule for pinned answers reads these (memory.c). */
-    ptsc__g.staging = staging;
-    ptsc__g.stage_host = stage_host;
+    /* Device and managed buffers are staged; without a device, `always`
+     * stages host buffers (tests). The class cache's rule for pinned
+     * answers reads the first (memory.c). */
+    ptsc__g.staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
+    ptsc__g.stage_host = ptsc__g.ndevices == 0 && c->staging == PTSC__STAGING_ALWAYS;
     atomic_store(&ptsc__g.mem_epoch, 1u);
-    if (ptsc__g.ndevices > 0)
-        pthread_key_create(&ev_key, ev_destroy);
     atomic_store(&ready, 1);
-}
-
-/* The thread scope for a thread ptsc does not know: its per-thread default
- * stream, through an event of its own (src/sync.c explains the event). */
-static int thread_sync(void)
-{
-    void *ev = pthread_getspecific(ev_key), *stream;
-    int rc = PTSC_OK;
-    if (!ev) {
-        if ((rc = ptsc__gpu_event_create(&ev)) != PTSC_OK)
-            return rc;
-        pthread_setspecific(ev_key, ev);
-    }
-    if ((rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &stream)) == PTSC_OK &&
-        (rc = ptsc__gpu_event_record(ev, stream)) == PTSC_OK)
-        rc = ptsc__gpu_event_sync(ev);
-    return rc;
 }
 
 static int fail(const char *call, int mpi_err)
@@ -221,19 +191,16 @@ enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
 
 static void *wire(const mbuf_t *b) { return b->host ? b->host - b->lo : b->user; }
 
-/* The sync PTSC_SYNC_SCOPE asks for before MPI touches memory of `cls`. */
+/* The sync PTSC_SYNC_SCOPE asks for before MPI touches memory of `cls`
+ * (src/sync.c decides, as for any thread ptsc has no context for). */
 static int sync_for(ptsc_memclass_t cls, const char *call)
 {
+    int did = 0;
     if (!ptsc__mem_needs_sync(cls))
         return MPI_SUCCESS;
-    int scope = ptsc__g.cfg.sync_scope == PTSC_SCOPE_AUTO ? PTSC_SCOPE_GLOBAL : ptsc__g.cfg.sync_scope;
-    int rc = scope == PTSC_SCOPE_NONE     ? PTSC_OK
-             : scope == PTSC_SCOPE_THREAD ? thread_sync()
-             : scope == PTSC_SCOPE_GLOBAL ? ptsc__gpu_legacy_sync()
-                                          : ptsc__gpu_device_sync();
-    if (rc != PTSC_OK)
+    if (ptsc__sync_unbound(&did) != PTSC_OK)
         return fail(call, MPI_ERR_OTHER);
-    if (scope != PTSC_SCOPE_NONE)
+    if (did)
         bump(C_SYNCED);
     return MPI_SUCCESS;
 }
@@ -297,7 +264,7 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
                       const char *call)
 {
     int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
-    if (!(staging && device) && !(stage_host && cls == PTSC_MEM_HOST))
+    if (!(ptsc__g.staging && device) && !(ptsc__g.stage_host && cls == PTSC_MEM_HOST))
         return MPI_SUCCESS;
     if (can == NO_STAGE) {
         if (!device)
@@ -379,10 +346,9 @@ static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, 
     int rc = lookup(buf, &cls, call); /* HOST for what is no buffer */
     /* Host memory with nothing to stage (every buffer on a machine without
      * a device): no sync, no copy. */
-    if (rc != MPI_SUCCESS || (cls == PTSC_MEM_HOST && !stage_host) || !acts_on(buf))
+    if (rc != MPI_SUCCESS || (cls == PTSC_MEM_HOST && !ptsc__g.stage_host) || !acts_on(buf))
         return rc;
-    if (rc == MPI_SUCCESS)
-        rc = sync_for(cls, call);
+    rc = sync_for(cls, call);
     if (rc == MPI_SUCCESS)
         rc = stage_plan(b, cls, count, type, dir, can, call);
     if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS)
@@ -633,7 +599,7 @@ PTSC_MPI_API int MPI_Finalize(void)
             fprintf(stderr,
                     "[ptsc-mpi r%d] buffers %lu synced %lu staged %lu failed %lu (scope %s, staging %s)\n",
                     rank, total(C_CALLS), total(C_SYNCED), total(C_STAGED), total(C_FAILED),
-                    scope_name(ptsc__g.cfg.sync_scope), staging ? "on" : "off");
+                    ptsc__scope_name(ptsc__g.cfg.sync_scope), ptsc__g.staging ? "on" : "off");
         }
         progress_detached(1);
         if (atomic_load(&n_pending))
@@ -659,7 +625,7 @@ PTSC_MPI_API int MPI_Finalize(void)
  * buffers work through this library. */
 PTSC_MPI_API int MPIX_Query_cuda_support(void)
 {
-    return atomic_load(&ready) && staging ? 1 : mpi_cuda_aware();
+    return atomic_load(&ready) && ptsc__g.staging ? 1 : mpi_cuda_aware();
 }
 #endif
 
@@ -1244,7 +1210,9 @@ PTSC_MPI_API int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, v
                              MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Gatherv"));
+    CHECKED_ON(
+        comm, (MPI_Request *)NULL,
+        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Gatherv"));
     return PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
 }
 
@@ -1252,7 +1220,9 @@ PTSC_MPI_API int MPI_Scatterv(const void *sbuf, const int scounts[], const int d
                               void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
 {
     mbuf_t s, r;
-    CHECKED(prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
+    CHECKED_ON(
+        comm, (MPI_Request *)NULL,
+        prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
     return PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
 }
 

@@ -312,6 +312,10 @@ int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char
 /* Free what the sync module keeps in a context (its event). Called when the
  * context is released, with the context's device current. */
 void ptsc__sync_ctx_release(ptsc_ctx_t *ctx);
+/* The configured scope for a thread without a context (interpose.c). */
+int ptsc__sync_unbound(int *did);
+/* "auto", "none", "thread", "global", "device". */
+const char *ptsc__scope_name(int scope);
 
 /* ------------------------------------------------------------------------ */
 /* memory.c: buffer classes                                                  */

@@ -137,6 +137,49 @@ static int thread_busy(ptsc_ctx_t *ctx, int *busy)
     return rc;
 }
 
+/*
+ * A thread ptsc has no context for (libptsc-mpi, src/interpose.c): the
+ * scope the configuration names, resolved as for an unattached thread
+ * (auto is global), on the current device. The thread scope records an
+ * event of the thread's own on its per-thread default stream, as
+ * thread_sync does for PTSC_STREAM=per-thread; the event goes with the
+ * thread. *did: something was waited for.
+ */
+static pthread_key_t unbound_key;
+static pthread_once_t unbound_once = PTHREAD_ONCE_INIT;
+static void unbound_ev_destroy(void *ev) { ptsc__gpu_event_destroy(ev); }
+static void unbound_key_create(void) { pthread_key_create(&unbound_key, unbound_ev_destroy); }
+
+int ptsc__sync_unbound(int *did)
+{
+    int scope = ptsc__sync_resolve(NULL, PTSC_SCOPE_DEFAULT), rc;
+    *did = 0;
+    if (scope == PTSC_SCOPE_NONE || ptsc__g.ndevices == 0)
+        return PTSC_OK;
+    if (scope == PTSC_SCOPE_THREAD) {
+        pthread_once(&unbound_once, unbound_key_create);
+        void *ev = pthread_getspecific(unbound_key), *stream;
+        rc = ev ? PTSC_OK : ptsc__gpu_event_create(&ev);
+        if (rc == PTSC_OK && !pthread_getspecific(unbound_key))
+            pthread_setspecific(unbound_key, ev);
+        if (rc == PTSC_OK)
+            rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &stream);
+        if (rc == PTSC_OK)
+            rc = ptsc__gpu_event_record(ev, stream);
+        if (rc == PTSC_OK)
+            rc = ptsc__gpu_event_sync(ev);
+    } else {
+        rc = wide_sync(scope);
+    }
+    *did = rc == PTSC_OK;
+    return rc;
+}
+
+const char *ptsc__scope_name(int scope)
+{
+    return scope >= 0 && scope < (int)(sizeof scope_names / sizeof scope_names[0]) ? scope_names[scope] : "?";
+}
+
 void ptsc__sync_ctx_release(ptsc_ctx_t *ctx)
 {
     /* cudaEventDestroy on an event still pending returns at once; CUDA frees
