@@ -1244,3 +1244,84 @@ PTSC_MPI_API int MPI_Alltoallv(const void *sbuf, const int scounts[], const int 
                prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Alltoallv"));
     return PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
 }
+
+/* The remaining collectives that take buffers: synchronised, and a device
+ * buffer that would need staging is refused (no MPI call of the program
+ * reaches MPI with a device buffer this library has not seen). */
+PTSC_MPI_API int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                              const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                              MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(
+        comm, req,
+        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Igatherv"));
+    return PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
+}
+
+PTSC_MPI_API int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
+                               void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(
+        comm, req,
+        prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Iscatterv"));
+    return PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
+}
+
+PTSC_MPI_API int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                                 const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
+                                 MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Iallgatherv"));
+    return PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
+}
+
+PTSC_MPI_API int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+                                MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                                MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Ialltoallv"));
+    return PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
+}
+
+PTSC_MPI_API int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+                               const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+                               const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, 0, MPI_BYTE, 1, rbuf, 0, MPI_BYTE, 1, NO_STAGE, "MPI_Alltoallw"));
+    return PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
+}
+
+PTSC_MPI_API int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
+                                const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
+                                const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
+                                MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req,
+               prep2(&s, &r, sbuf, 0, MPI_BYTE, 1, rbuf, 0, MPI_BYTE, 1, NO_STAGE, "MPI_Ialltoallw"));
+    return PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
+}
+
+PTSC_MPI_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
+                                           MPI_Op op, MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req,
+               prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Ireduce_scatter_block"));
+    return PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req);
+}
+
+PTSC_MPI_API int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
+                                     MPI_Op op, MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Ireduce_scatter"));
+    return PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req);
+}

@@ -474,6 +474,54 @@ static void collectives(void)
     BUFS(2);
     MPI_OK(MPI_Alltoallv(c, counts, displs, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD));
     CHECK(b[2 * root] == val(root, rank, 0), "Alltoallv");
+
+    /* The non-blocking v forms, the w forms and the non-blocking
+     * reduce-scatters (synchronised, not staged: host buffers pass). */
+    memset(b, 0, sizeof b);
+    BUFS(rank == root ? 2 : 1);
+    MPI_OK(MPI_Igatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, root, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(rank != root || b[0] == val(root, 0, 0), "Igatherv: %d", b[0]);
+    BUFS(rank == root ? 2 : 1);
+    MPI_OK(MPI_Iscatterv(c, counts, displs, MPI_INT, two, 2, MPI_INT, root, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(two[1] == val(root, rank, 1), "Iscatterv: %d", two[1]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Iallgatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[2 * root + 1] == val(root, root, 1), "Iallgatherv: %d", b[2 * root + 1]);
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Ialltoallv(c, counts, displs, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[2 * root] == val(root, rank, 0), "Ialltoallv");
+    int bdispls[8];
+    MPI_Datatype types[8];
+    for (int r = 0; r < size; r++) {
+        bdispls[r] = displs[r] * (int)sizeof(int);
+        types[r] = MPI_INT;
+    }
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Alltoallw(c, counts, bdispls, types, b, counts, bdispls, types, MPI_COMM_WORLD));
+    CHECK(b[2 * root + 1] == val(root, rank, 1), "Alltoallw");
+    memset(b, 0, sizeof b);
+    BUFS(2);
+    MPI_OK(MPI_Ialltoallw(c, counts, bdispls, types, b, counts, bdispls, types, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(b[0] == val(0, rank, 0), "Ialltoallw");
+    for (int k = 0; k < 2 * size; k++)
+        b[k] = rank * 100 + k;
+    BUFS(2);
+    MPI_OK(MPI_Ireduce_scatter_block(b, part, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(part[1] == 100 * tri + size * (2 * rank + 1), "Ireduce_scatter_block: %d", part[1]);
+    part[0] = part[1] = 0;
+    BUFS(2);
+    MPI_OK(MPI_Ireduce_scatter(b, part, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    CHECK(part[0] == 100 * tri + size * (2 * rank), "Ireduce_scatter: %d", part[0]);
 }
 
 int main(int argc, char **argv)
