@@ -37,10 +37,12 @@
  * for a blocking call, in the Wait / Test call that completes a
  * non-blocking one (the request stays the program's own MPI request; a
  * table maps it to its copy). MPIX_Query_cuda_support answers 1 while
- * staging is on. Staged: point-to-point and the blocking collectives
- * Bcast, Reduce, Allreduce, Scan, Exscan, Reduce_scatter_block, Gather,
- * Scatter, Allgather, Alltoall; the other calls refuse a buffer that would
- * need staging (MPI_ERR_BUFFER, with the reason logged). Without a device,
+ * staging is on. Staged: point-to-point, persistent requests, and every
+ * collective on an intracommunicator, blocking and non-blocking (the v and
+ * w forms block by block: a receive copies back only its blocks, the
+ * gaps between them stay the program's); collectives on an
+ * intercommunicator refuse a device buffer that would need staging
+ * (MPI_ERR_BUFFER, with the reason logged). Without a device,
  * PTSC_STAGING=always stages host buffers, so CPU-only machines run the
  * staging code.
  *
@@ -311,6 +313,95 @@ static int stage_in(mbuf_t *b, const char *call)
     return fail(call, MPI_ERR_OTHER);
 }
 
+/* The blocks of a v or w collective's buffer: block i is counts[i]
+ * elements of types[i] (or of `type` for all) at displs[i] elements of
+ * that type (v) or bytes (w). */
+typedef struct {
+    int n;
+    const int *counts, *displs;
+    const MPI_Datatype *types; /* w: one type per block; NULL: `type` */
+    MPI_Datatype type;
+} blocks_t;
+
+static MPI_Datatype block_type(const blocks_t *v, int i) { return v->types ? v->types[i] : v->type; }
+
+/* Where block i lies: it starts at byte *at of the buffer, its data lies
+ * in bytes [*lo, *lo + *span); *packed: its size. */
+static int block_at(const blocks_t *v, int i, MPI_Count *at, MPI_Count *lo, MPI_Count *span,
+                    MPI_Count *packed, const char *call)
+{
+    ptsc__layout_t L;
+    if (ptsc__layout_of(block_type(v, i), v->counts[i], &L, call) != PTSC_OK)
+        return MPI_ERR_TYPE;
+    *at = (MPI_Count)v->displs[i] * (v->types ? 1 : L.extent);
+    *lo = *at + L.lo;
+    *span = L.span;
+    *packed = L.size * v->counts[i];
+    return MPI_SUCCESS;
+}
+
+/* The host copy of a v or w buffer: the bytes from its lowest block to the
+ * end of its highest; a receive copies back only its blocks' type maps (a
+ * mask, as for a type with holes: what lies between the blocks is not the
+ * call's). Nothing is copied yet. */
+static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, int dir, int can,
+                             const char *call)
+{
+    int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
+    if (!(ptsc__g.staging && device) && !(ptsc__g.stage_host && cls == PTSC_MEM_HOST))
+        return MPI_SUCCESS;
+    if (can == NO_STAGE)
+        return stage_plan(b, cls, 0, MPI_DATATYPE_NULL, dir, can, call);
+    if (!v->counts || !v->displs) {
+        ptsc__err(PTSC_ERR_ARG, "a count or displacement array is NULL");
+        return fail(call, MPI_ERR_ARG);
+    }
+    MPI_Count lo = 0, hi = 0, at, l, n, packed;
+    int any = 0;
+    for (int i = 0; i < v->n; i++) {
+        if (v->counts[i] <= 0 || block_type(v, i) == MPI_DATATYPE_NULL)
+            continue; /* MPI judges negative counts */
+        if (block_at(v, i, &at, &l, &n, &packed, call) != MPI_SUCCESS)
+            return fail(call, MPI_ERR_TYPE);
+        if (n <= 0)
+            continue;
+        lo = any && lo < l ? lo : l;
+        hi = any && hi > l + n ? hi : l + n;
+        any = 1;
+    }
+    if (!any)
+        return MPI_SUCCESS;
+    b->lo = lo;
+    b->span = hi - lo;
+    b->back = dir == RECV;
+    b->host = malloc((size_t)b->span);
+    b->mask = b->back ? calloc((size_t)b->span, 1) : NULL;
+    int rc = b->host && (!b->back || b->mask) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    /* The mask: all-ones bytes unpacked through each block's type map. */
+    for (int i = 0; rc == MPI_SUCCESS && b->back && i < v->n; i++) {
+        MPI_Datatype t = block_type(v, i);
+        if (v->counts[i] <= 0 || t == MPI_DATATYPE_NULL ||
+            block_at(v, i, &at, &l, &n, &packed, call) != MPI_SUCCESS || n <= 0)
+            continue;
+        char *ones = packed > INT_MAX ? NULL : malloc((size_t)packed);
+        int pos = 0;
+        if (!ones) {
+            rc = MPI_ERR_NO_MEM;
+            break;
+        }
+        memset(ones, 0xff, (size_t)packed);
+        rc = PMPI_Unpack(ones, (int)packed, &pos, b->mask - lo + at, v->counts[i], t, MPI_COMM_SELF);
+        free(ones);
+    }
+    if (rc != MPI_SUCCESS) {
+        release(b);
+        ptsc__err(PTSC_ERR_NO_MEMORY, "%lld bytes of host memory to stage a buffer", (long long)b->span);
+        return fail(call, rc);
+    }
+    bump(C_STAGED);
+    return MPI_SUCCESS;
+}
+
 /* The class of a buffer argument (counted); *cls is HOST for the ones MPI
  * defines as no buffer. */
 /* Whether the interposer acts on `buf`: active, and a buffer (not NULL,
@@ -333,10 +424,11 @@ static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
     return ptsc__mem_classify(buf, cls) == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
 }
 
-/* Before MPI touches `count` elements of `type` at `buf`: the sync, then
- * the host copy where staging applies. MPI_SUCCESS or an MPI error code. */
-static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
-                const char *call)
+/* Before MPI touches `count` elements of `type` at `buf` (or the blocks
+ * `v`): the sync, then the host copy where staging applies. MPI_SUCCESS or
+ * an MPI error code. */
+static int prep_any(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, const blocks_t *v,
+                    int dir, int can, const char *call)
 {
     b->user = (char *)buf;
     b->host = b->mask = NULL;
@@ -350,10 +442,17 @@ static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, 
         return rc;
     rc = sync_for(cls, call);
     if (rc == MPI_SUCCESS)
-        rc = stage_plan(b, cls, count, type, dir, can, call);
+        rc = v ? stage_plan_blocks(b, cls, v, dir, can, call)
+               : stage_plan(b, cls, count, type, dir, can, call);
     if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS)
         release(b);
     return rc;
+}
+
+static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
+                const char *call)
+{
+    return prep_any(b, buf, count, type, NULL, dir, can, call);
 }
 
 /* After MPI is done with the buffer: a received copy goes back (unless
@@ -402,7 +501,7 @@ static int done2(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
  * by later calls into this library, or at MPI_Finalize. */
 typedef struct pending {
     MPI_Request req;
-    mbuf_t b;
+    mbuf_t b, b2; /* b2: a non-blocking collective's receive side */
     const char *call;
     int persistent;      /* Send_init / Recv_init */
     int active;          /* persistent: started and not completed */
@@ -464,26 +563,37 @@ static pending_t *pending_other(MPI_Request r, pending_t *const *taken, int n)
 
 static pending_t *pending_of(MPI_Request r) { return pending_other(r, NULL, 0); }
 
-/* Remember a started operation's host copy; without memory, wait for it. */
-static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
+/* Remember a started operation's host copies (`b2` may be NULL); without
+ * memory for the entry, wait for it. */
+static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *call)
 {
-    if (!b->host)
+    mbuf_t none = {0};
+    if (!b2)
+        b2 = &none;
+    if (!b->host && !b2->host)
         return mrc;
     if (mrc != MPI_SUCCESS) {
         release(b);
+        release(b2);
         return mrc;
     }
     pending_t *p = calloc(1, sizeof *p);
     if (!p) {
         MPI_Status st;
         int wrc = PMPI_Wait(req, &st);
-        return done1(wrc, b, MPI_COMM_NULL, call);
+        return done2(wrc, b, b2, MPI_COMM_NULL, call);
     }
     p->req = *req;
     p->b = *b;
+    p->b2 = *b2;
     p->call = call;
     link_pending(p);
     return MPI_SUCCESS;
+}
+
+static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
+{
+    return track2(mrc, req, b, NULL, call);
 }
 
 /* The request of entry `p` completed with `st` (an error status too): a
@@ -498,8 +608,9 @@ static int settle(pending_t *p, const MPI_Status *st)
         PMPI_Test_cancelled(st, &cancelled);
     if (!p->persistent) {
         unlink_pending(p);
-        int rc = finish(&p->b, cancelled, p->call);
+        int rc = finish(&p->b, cancelled, p->call), rc2 = finish(&p->b2, cancelled, p->call);
         free(p);
+        rc = rc != MPI_SUCCESS ? rc : rc2;
         return rc;
     }
     int was = p->active;
@@ -514,6 +625,7 @@ static void drop(pending_t *p)
 {
     unlink_pending(p);
     release(&p->b);
+    release(&p->b2);
     free(p);
 }
 
@@ -612,6 +724,7 @@ PTSC_MPI_API int MPI_Finalize(void)
             pending_t *p = pend;
             pend = p->next;
             release(&p->b);
+            release(&p->b2);
             free(p);
         }
         atomic_store(&n_pending, 0);
@@ -1055,19 +1168,26 @@ static int coll_stage(MPI_Comm comm)
 /* Both buffers of a collective: the send side `scount` elements of `stype`
  * (skipped unless `suse`), the receive side `rcount` of `rtype` (unless
  * `ruse`). */
-static int prep2(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype, int suse,
-                 void *rbuf, MPI_Count rcount, MPI_Datatype rtype, int ruse, int can, const char *call)
+static int prep2_any(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype,
+                     const blocks_t *sv, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
+                     const blocks_t *rv, int ruse, int can, const char *call)
 {
     memset(r, 0, sizeof *r);
     r->user = rbuf;
-    int rc = prep(s, suse ? sbuf : NULL, scount, stype, SEND, can, call);
+    int rc = prep_any(s, suse ? sbuf : NULL, scount, stype, sv, SEND, can, call);
     s->user = (char *)sbuf;
     if (rc != MPI_SUCCESS)
         return rc;
-    if (ruse && (rc = prep(r, rbuf, rcount, rtype, RECV, can, call)) != MPI_SUCCESS)
+    if (ruse && (rc = prep_any(r, rbuf, rcount, rtype, rv, RECV, can, call)) != MPI_SUCCESS)
         finish(s, 1, call);
     r->user = rbuf;
     return rc;
+}
+
+static int prep2(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype, int suse,
+                 void *rbuf, MPI_Count rcount, MPI_Datatype rtype, int ruse, int can, const char *call)
+{
+    return prep2_any(s, r, sbuf, scount, stype, NULL, suse, rbuf, rcount, rtype, NULL, ruse, can, call);
 }
 
 PTSC_MPI_API int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
@@ -1082,8 +1202,8 @@ PTSC_MPI_API int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, M
                             MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, NO_STAGE, "MPI_Ibcast"));
-    return PMPI_Ibcast(buf, count, type, root, comm, req);
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, coll_stage(comm), "MPI_Ibcast"));
+    return track(PMPI_Ibcast(wire(&b), count, type, root, comm, req), req, &b, "MPI_Ibcast");
 }
 
 PTSC_MPI_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
@@ -1102,13 +1222,16 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
 {
     mbuf_t s, r;
     int at_root = is_root(comm, root);
-    CHECKED_ON(comm, req,
-               prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, NO_STAGE, "MPI_Ireduce"));
-    return PMPI_Ireduce(sbuf, rbuf, count, type, op, root, comm, req);
+    CHECKED_ON(
+        comm, req,
+        prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, coll_stage(comm), "MPI_Ireduce"));
+    return track2(PMPI_Ireduce(wire(&s), wire(&r), count, type, op, root, comm, req), req, &s, &r,
+                  "MPI_Ireduce");
 }
 
-/* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans,
- * staged when blocking. */
+/* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans.
+ * A non-blocking collective's host copies are settled by the completion
+ * call, as a non-blocking receive's. */
 #define REDUCE_LIKE(NAME, INAME)                                                                          \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,    \
                                 MPI_Comm comm)                                                            \
@@ -1123,9 +1246,11 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
                                  MPI_Comm comm, MPI_Request *req)                                         \
     {                                                                                                     \
         mbuf_t s, r;                                                                                      \
-        CHECKED_ON(comm, req,                                                                             \
-                   prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, NO_STAGE, "MPI_" #INAME));   \
-        return PMPI_##INAME(sbuf, rbuf, count, type, op, comm, req);                                      \
+        CHECKED_ON(                                                                                       \
+            comm, req,                                                                                    \
+            prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, coll_stage(comm), "MPI_" #INAME));  \
+        return track2(PMPI_##INAME(wire(&s), wire(&r), count, type, op, comm, req), req, &s, &r,          \
+                      "MPI_" #INAME);                                                                     \
     }
 REDUCE_LIKE(Allreduce, Iallreduce)
 REDUCE_LIKE(Scan, Iscan)
@@ -1144,184 +1269,151 @@ PTSC_MPI_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
                  "MPI_Reduce_scatter_block");
 }
 
-PTSC_MPI_API int MPI_Reduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
-                                    MPI_Op op, MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Reduce_scatter"));
-    return PMPI_Reduce_scatter(sbuf, rbuf, rcounts, type, op, comm);
-}
-
-/* Gathers and scatters: which side holds `size` blocks, and where it
- * matters (rooted calls: only at the root). */
-#define GATHER_ROOT(NAME, INAME, SBLOCKS, RBLOCKS, SUSE, RUSE)                                             \
-    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
-                                MPI_Datatype rtype, int root, MPI_Comm comm)                               \
-    {                                                                                                      \
-        mbuf_t s, r;                                                                                       \
-        int n = comm_size(comm), at_root = is_root(comm, root);                                            \
-        (void)n;                                                                                           \
-        (void)at_root;                                                                                     \
-        CHECKED_ON(comm, (MPI_Request *)NULL,                                                              \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                    \
-                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #NAME));      \
-        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm), &s, &r,    \
-                     comm, "MPI_" #NAME);                                                                  \
-    }                                                                                                      \
-    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
-                                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)            \
-    {                                                                                                      \
-        mbuf_t s, r;                                                                                       \
-        int at_root = is_root(comm, root);                                                                 \
-        (void)at_root;                                                                                     \
-        CHECKED_ON(comm, req,                                                                              \
-                   prep2(&s, &r, sbuf, 0, stype, SUSE, rbuf, 0, rtype, RUSE, NO_STAGE, "MPI_" #INAME));    \
-        return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, req);                    \
-    }
-GATHER_ROOT(Gather, Igather, 1, n, 1, at_root)
-GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
-
-#define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                     \
-    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,    \
-                                MPI_Datatype rtype, MPI_Comm comm)                                           \
-    {                                                                                                        \
-        mbuf_t s, r;                                                                                         \
-        int n = comm_size(comm);                                                                             \
-        CHECKED_ON(comm, (MPI_Request *)NULL,                                                                \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n,   \
-                         rtype, 1, coll_stage(comm), "MPI_" #NAME));                                         \
-        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r, comm,      \
-                     "MPI_" #NAME);                                                                          \
-    }                                                                                                        \
-    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,   \
-                                 MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                        \
-    {                                                                                                        \
-        mbuf_t s, r;                                                                                         \
-        CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_" #INAME)); \
-        return PMPI_##INAME(sbuf, scount, stype, rbuf, rcount, rtype, comm, req);                            \
-    }
-GATHER_ALL(Allgather, Iallgather, 1)
-GATHER_ALL(Alltoall, Ialltoall, n)
-
-/* The v-variants are synchronised but not staged yet. */
-PTSC_MPI_API int MPI_Gatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                             const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
-                             MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(
-        comm, (MPI_Request *)NULL,
-        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Gatherv"));
-    return PMPI_Gatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm);
-}
-
-PTSC_MPI_API int MPI_Scatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
-                              void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(
-        comm, (MPI_Request *)NULL,
-        prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Scatterv"));
-    return PMPI_Scatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm);
-}
-
-PTSC_MPI_API int MPI_Allgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                                const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Allgatherv"));
-    return PMPI_Allgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm);
-}
-
-PTSC_MPI_API int MPI_Alltoallv(const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype,
-                               void *rbuf, const int rcounts[], const int rdispls[], MPI_Datatype rtype,
-                               MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Alltoallv"));
-    return PMPI_Alltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm);
-}
-
-/* The remaining collectives that take buffers: synchronised, and a device
- * buffer that would need staging is refused (no MPI call of the program
- * reaches MPI with a device buffer this library has not seen). */
-PTSC_MPI_API int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                              const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
-                              MPI_Comm comm, MPI_Request *req)
-{
-    mbuf_t s, r;
-    CHECKED_ON(
-        comm, req,
-        prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, is_root(comm, root), NO_STAGE, "MPI_Igatherv"));
-    return PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req);
-}
-
-PTSC_MPI_API int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype,
-                               void *rbuf, int rcount, MPI_Datatype rtype, int root, MPI_Comm comm,
-                               MPI_Request *req)
-{
-    mbuf_t s, r;
-    CHECKED_ON(
-        comm, req,
-        prep2(&s, &r, sbuf, 0, stype, is_root(comm, root), rbuf, 0, rtype, 1, NO_STAGE, "MPI_Iscatterv"));
-    return PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req);
-}
-
-PTSC_MPI_API int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
-                                 const int rcounts[], const int displs[], MPI_Datatype rtype, MPI_Comm comm,
-                                 MPI_Request *req)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Iallgatherv"));
-    return PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req);
-}
-
-PTSC_MPI_API int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
-                                MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
-                                MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, stype, 1, rbuf, 0, rtype, 1, NO_STAGE, "MPI_Ialltoallv"));
-    return PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req);
-}
-
-PTSC_MPI_API int MPI_Alltoallw(const void *sbuf, const int scounts[], const int sdispls[],
-                               const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
-                               const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep2(&s, &r, sbuf, 0, MPI_BYTE, 1, rbuf, 0, MPI_BYTE, 1, NO_STAGE, "MPI_Alltoallw"));
-    return PMPI_Alltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm);
-}
-
-PTSC_MPI_API int MPI_Ialltoallw(const void *sbuf, const int scounts[], const int sdispls[],
-                                const MPI_Datatype stypes[], void *rbuf, const int rcounts[],
-                                const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm,
-                                MPI_Request *req)
-{
-    mbuf_t s, r;
-    CHECKED_ON(comm, req,
-               prep2(&s, &r, sbuf, 0, MPI_BYTE, 1, rbuf, 0, MPI_BYTE, 1, NO_STAGE, "MPI_Ialltoallw"));
-    return PMPI_Ialltoallw(sbuf, scounts, sdispls, stypes, rbuf, rcounts, rdispls, rtypes, comm, req);
-}
-
 PTSC_MPI_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
                                            MPI_Op op, MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t s, r;
+    MPI_Count n = (MPI_Count)rcount * comm_size(comm);
     CHECKED_ON(comm, req,
-               prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Ireduce_scatter_block"));
-    return PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, type, op, comm, req);
+               prep2(&s, &r, sbuf, n, type, 1, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, 1,
+                     coll_stage(comm), "MPI_Ireduce_scatter_block"));
+    return track2(PMPI_Ireduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm, req), req, &s, &r,
+                  "MPI_Ireduce_scatter_block");
 }
 
-PTSC_MPI_API int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type,
-                                     MPI_Op op, MPI_Comm comm, MPI_Request *req)
+/* Gathers and scatters: which side holds `size` blocks, and where it
+ * matters (rooted calls: only at the root). */
+#define GATHER_ROOT(NAME, INAME, SBLOCKS, RBLOCKS, SUSE, RUSE)                                              \
+    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,   \
+                                MPI_Datatype rtype, int root, MPI_Comm comm)                                \
+    {                                                                                                       \
+        mbuf_t s, r;                                                                                        \
+        int n = comm_size(comm), at_root = is_root(comm, root);                                             \
+        (void)n;                                                                                            \
+        (void)at_root;                                                                                      \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                               \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                     \
+                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #NAME));       \
+        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm), &s, &r,     \
+                     comm, "MPI_" #NAME);                                                                   \
+    }                                                                                                       \
+    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
+                                 MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)             \
+    {                                                                                                       \
+        mbuf_t s, r;                                                                                        \
+        int n = comm_size(comm), at_root = is_root(comm, root);                                             \
+        (void)n;                                                                                            \
+        (void)at_root;                                                                                      \
+        CHECKED_ON(comm, req,                                                                               \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                     \
+                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #INAME));      \
+        return track2(PMPI_##INAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm, req), req, \
+                      &s, &r, "MPI_" #INAME);                                                               \
+    }
+GATHER_ROOT(Gather, Igather, 1, n, 1, at_root)
+GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
+
+#define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                   \
+    PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
+                                MPI_Datatype rtype, MPI_Comm comm)                                         \
+    {                                                                                                      \
+        mbuf_t s, r;                                                                                       \
+        int n = comm_size(comm);                                                                           \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                              \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n, \
+                         rtype, 1, coll_stage(comm), "MPI_" #NAME));                                       \
+        return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r, comm,    \
+                     "MPI_" #NAME);                                                                        \
+    }                                                                                                      \
+    PTSC_MPI_API int MPI_##INAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount, \
+                                 MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                      \
+    {                                                                                                      \
+        mbuf_t s, r;                                                                                       \
+        int n = comm_size(comm);                                                                           \
+        CHECKED_ON(comm, req,                                                                              \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n, \
+                         rtype, 1, coll_stage(comm), "MPI_" #INAME));                                      \
+        return track2(PMPI_##INAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm, req), req, &s,  \
+                      &r, "MPI_" #INAME);                                                                  \
+    }
+GATHER_ALL(Allgather, Iallgather, 1)
+GATHER_ALL(Alltoall, Ialltoall, n)
+
+/* The v and w forms and reduce-scatter, blocking and non-blocking, staged
+ * block by block (stage_plan_blocks). `n` blocks: one per rank of the
+ * communicator (intercommunicators are not staged, coll_stage). */
+#define UNPAREN(...) __VA_ARGS__
+#define COLL_PAIR(NAME, INAME, PARAMS, PREP, ARGS)                         \
+    PTSC_MPI_API int MPI_##NAME(UNPAREN PARAMS)                            \
+    {                                                                      \
+        mbuf_t s, r;                                                       \
+        const char *call = "MPI_" #NAME;                                   \
+        int n = comm_size(comm), can = coll_stage(comm);                   \
+        (void)n;                                                           \
+        CHECKED_ON(comm, (MPI_Request *)NULL, PREP);                       \
+        return done2(PMPI_##NAME(UNPAREN ARGS), &s, &r, comm, call);       \
+    }                                                                      \
+    PTSC_MPI_API int MPI_##INAME(UNPAREN PARAMS, MPI_Request *req)         \
+    {                                                                      \
+        mbuf_t s, r;                                                       \
+        const char *call = "MPI_" #INAME;                                  \
+        int n = comm_size(comm), can = coll_stage(comm);                   \
+        (void)n;                                                           \
+        CHECKED_ON(comm, req, PREP);                                       \
+        return track2(PMPI_##INAME(UNPAREN ARGS, req), req, &s, &r, call); \
+    }
+
+COLL_PAIR(Gatherv, Igatherv,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm),
+          prep2_any(&s, &r, sbuf, scount, stype, NULL, 1, rbuf, 0, rtype,
+                    &(blocks_t){n, rcounts, displs, NULL, rtype}, is_root(comm, root), can, call),
+          (wire(&s), scount, stype, wire(&r), rcounts, displs, rtype, root, comm))
+
+COLL_PAIR(Scatterv, Iscatterv,
+          (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
+           int rcount, MPI_Datatype rtype, int root, MPI_Comm comm),
+          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){n, scounts, displs, NULL, stype}, is_root(comm, root),
+                    rbuf, rcount, rtype, NULL, 1, can, call),
+          (wire(&s), scounts, displs, stype, wire(&r), rcount, rtype, root, comm))
+
+COLL_PAIR(Allgatherv, Iallgatherv,
+          (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
+           const int displs[], MPI_Datatype rtype, MPI_Comm comm),
+          prep2_any(&s, &r, sbuf, scount, stype, NULL, 1, rbuf, 0, rtype,
+                    &(blocks_t){n, rcounts, displs, NULL, rtype}, 1, can, call),
+          (wire(&s), scount, stype, wire(&r), rcounts, displs, rtype, comm))
+
+COLL_PAIR(Alltoallv, Ialltoallv,
+          (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
+           const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm),
+          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){n, scounts, sdispls, NULL, stype}, 1, rbuf, 0, rtype,
+                    &(blocks_t){n, rcounts, rdispls, NULL, rtype}, 1, can, call),
+          (wire(&s), scounts, sdispls, stype, wire(&r), rcounts, rdispls, rtype, comm))
+
+/* Displacements in bytes, a type per block. */
+COLL_PAIR(Alltoallw, Ialltoallw,
+          (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
+           void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm),
+          prep2_any(&s, &r, sbuf, 0, MPI_BYTE, &(blocks_t){n, scounts, sdispls, stypes, MPI_BYTE}, 1, rbuf, 0,
+                    MPI_BYTE, &(blocks_t){n, rcounts, rdispls, rtypes, MPI_BYTE}, 1, can, call),
+          (wire(&s), scounts, sdispls, stypes, wire(&r), rcounts, rdispls, rtypes, comm))
+
+/* The input is the sum of the counts (in place: at rbuf), the result this
+ * rank's count. */
+static MPI_Count sum_counts(const int *c, int n)
 {
-    mbuf_t s, r;
-    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, 0, type, 1, rbuf, 0, type, 1, NO_STAGE, "MPI_Ireduce_scatter"));
-    return PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, type, op, comm, req);
+    MPI_Count t = 0;
+    for (int i = 0; c && i < n; i++)
+        t += c[i] > 0 ? c[i] : 0;
+    return t;
 }
+
+COLL_PAIR(Reduce_scatter, Ireduce_scatter,
+          (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm),
+          prep2(&s, &r, sbuf, sum_counts(rcounts, n), type, 1, rbuf,
+                sbuf == MPI_IN_PLACE ? sum_counts(rcounts, n)
+                : rcounts            ? rcounts[comm_rank(comm)]
+                                     : 0,
+                type, 1, can, call),
+          (wire(&s), wire(&r), rcounts, type, op, comm))

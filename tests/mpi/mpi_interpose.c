@@ -476,7 +476,7 @@ static void collectives(void)
     CHECK(b[2 * root] == val(root, rank, 0), "Alltoallv");
 
     /* The non-blocking v forms, the w forms and the non-blocking
-     * reduce-scatters (synchronised, not staged: host buffers pass). */
+     * reduce-scatters (staged block by block like the others). */
     memset(b, 0, sizeof b);
     BUFS(rank == root ? 2 : 1);
     MPI_OK(MPI_Igatherv(two, 2, MPI_INT, b, counts, displs, MPI_INT, root, MPI_COMM_WORLD, &rq));
@@ -522,6 +522,29 @@ static void collectives(void)
     MPI_OK(MPI_Ireduce_scatter(b, part, counts, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq));
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(part[0] == 100 * tri + size * (2 * rank), "Ireduce_scatter: %d", part[0]);
+
+    /* A v receive with gaps between its blocks, in reverse rank order: the
+     * gaps are not the call's, the program writes them while the
+     * non-blocking form runs, and they must keep the program's values
+     * (staged, only the blocks' bytes go back). */
+    int gdispls[8];
+    for (int r = 0; r < size; r++)
+        gdispls[r] = 3 * (size - 1 - r) + 1;
+    two[0] = val(rank, 0, 0);
+    two[1] = val(rank, 0, 1);
+    for (int k = 0; k < 3 * size + 1; k++)
+        b[k] = -5;
+    BUFS(2);
+    MPI_OK(MPI_Iallgatherv(two, 2, MPI_INT, b, counts, gdispls, MPI_INT, MPI_COMM_WORLD, &rq));
+    for (int r = 0; r < size; r++)
+        b[gdispls[r] - 1] = 1000 + r;
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    for (int r = 0; r < size; r++) {
+        CHECK(b[gdispls[r]] == val(r, 0, 0) && b[gdispls[r] + 1] == val(r, 0, 1),
+              "Iallgatherv gaps: block %d", r);
+        CHECK(b[gdispls[r] - 1] == 1000 + r, "Iallgatherv gaps: the gap before block %d is %d", r,
+              b[gdispls[r] - 1]);
+    }
 }
 
 int main(int argc, char **argv)
