@@ -8,7 +8,8 @@ install(TARGETS ptsc ptsc-mpi ptsc-info EXPORT ptscTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/include/ptsc.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(PROGRAMS ${PROJECT_BINARY_DIR}/src/install/ptsc-run DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/include/ptsc/status.h ${PROJECT_BINARY_DIR}/include/ptsc/version.h
+install(FILES ${PROJECT_SOURCE_DIR}/include/ptsc/status.h ${PROJECT_SOURCE_DIR}/include/ptsc/mpi.h
+              ${PROJECT_BINARY_DIR}/include/ptsc/version.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ptsc)
 install(EXPORT ptscTargets NAMESPACE ptsc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ptsc)
 # The MPI ptsc is built with, recorded in both packages (docs/install.md,

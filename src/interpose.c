@@ -50,9 +50,13 @@
  * to its host copy where staging applies); each MPI_Start / MPI_Startall
  * syncs and fills the copy, and the completion call copies a receive back.
  *
- * Not yet here: one-sided calls, the race check and a call to name a
- * thread's stream; docs/design.md lists what is intercepted.
+ * The race check (PTSC_SYNC_CHECK) looks where the scope syncs nothing
+ * (none): a device buffer handed over while the thread's stream runs is
+ * counted (ptsc_mpi_races), warned about or refused. ptsc_mpi_set_stream
+ * names a thread's stream for programs whose work is elsewhere.
+ * docs/design.md lists what is intercepted.
  */
+#include "ptsc/mpi.h"
 #include "ptsc_internal.h"
 
 #include <dlfcn.h>
@@ -73,7 +77,7 @@ static atomic_int ready; /* set up after MPI_Init*; cleared at MPI_Finalize */
 /* Counters, one block per thread (a shared atomic would put a contended
  * cache line on every call): written by their thread alone, summed by
  * ptsc_mpi_interposer. Blocks live to the process end. */
-enum { C_CALLS, C_SYNCED, C_FAILED, C_STAGED, NCOUNT };
+enum { C_CALLS, C_SYNCED, C_FAILED, C_STAGED, C_RACES, NCOUNT };
 typedef struct counts {
     atomic_ulong n[NCOUNT];
     struct counts *next;
@@ -193,6 +197,37 @@ enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
 
 static void *wire(const mbuf_t *b) { return b->host ? b->host - b->lo : b->user; }
 
+/* The stream the program named for this thread (ptsc_mpi_set_stream), or
+ * NULL: its per-thread default stream. */
+static _Thread_local void *named_stream;
+
+/* The race check where the scope syncs nothing (PTSC_SYNC_CHECK): a
+ * buffer handed to MPI while the thread's stream still runs is counted and
+ * reported, or refused. */
+static int race_check(const char *call)
+{
+    int busy = 0;
+    if (ptsc__sync_unbound_busy(named_stream, &busy) != PTSC_OK)
+        return fail(call, MPI_ERR_OTHER);
+    if (!busy)
+        return MPI_SUCCESS;
+    bump(C_RACES);
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (ptsc__g.cfg.sync_check == PTSC__CHECK_ERROR) {
+        ptsc__err(PTSC_ERR_RACE,
+                  "%s: rank %d hands MPI a device buffer while work on the thread's stream is still running "
+                  "(scope none); synchronise first, or run with PTSC_SYNC_SCOPE unset",
+                  call, rank);
+        return fail(call, MPI_ERR_OTHER);
+    }
+    ptsc__log(PTSC__LOG_WARN,
+              "libptsc-mpi: %s: rank %d hands MPI a device buffer while work on the thread's stream is still "
+              "running",
+              call, rank);
+    return MPI_SUCCESS;
+}
+
 /* The sync PTSC_SYNC_SCOPE asks for before MPI touches memory of `cls`
  * (src/sync.c decides, as for any thread ptsc has no context for). */
 static int sync_for(ptsc_memclass_t cls, const char *call)
@@ -200,10 +235,12 @@ static int sync_for(ptsc_memclass_t cls, const char *call)
     int did = 0;
     if (!ptsc__mem_needs_sync(cls))
         return MPI_SUCCESS;
-    if (ptsc__sync_unbound(&did) != PTSC_OK)
+    if (ptsc__sync_unbound(named_stream, &did) != PTSC_OK)
         return fail(call, MPI_ERR_OTHER);
     if (did)
         bump(C_SYNCED);
+    else if (ptsc__g.cfg.sync_check != PTSC__CHECK_OFF)
+        return race_check(call);
     return MPI_SUCCESS;
 }
 
@@ -667,9 +704,7 @@ static void progress_detached(int wait)
  * ptsc-info and tests, so programs need no header.
  */
 PTSC_MPI_API int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed,
-                                     unsigned long *staged);
-int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned long *failed,
-                        unsigned long *staged)
+                                     unsigned long *staged)
 {
     if (calls)
         *calls = total(C_CALLS);
@@ -680,6 +715,23 @@ int ptsc_mpi_interposer(unsigned long *calls, unsigned long *synced, unsigned lo
     if (staged)
         *staged = total(C_STAGED);
     return atomic_load(&ready);
+}
+
+/* Buffers the race check found busy (PTSC_SYNC_CHECK with scope none). */
+PTSC_MPI_API unsigned long ptsc_mpi_races(void) { return total(C_RACES); }
+
+/*
+ * The stream this thread's buffers come from, for programs whose work is
+ * not on the per-thread default stream (task streams of CUDA.jl, CuPy's
+ * current stream, non-blocking streams): the thread scope, and `auto`,
+ * then sync that stream before MPI touches a buffer. NULL: back to the
+ * per-thread default stream. The stream must stay valid while it is named.
+ * Found with dlsym (or include/ptsc_mpi.h); MPI_SUCCESS.
+ */
+PTSC_MPI_API int ptsc_mpi_set_stream(void *stream)
+{
+    named_stream = stream;
+    return MPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -708,10 +760,12 @@ PTSC_MPI_API int MPI_Finalize(void)
         if (ptsc__g.cfg.stats) {
             int rank = -1;
             PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-            fprintf(stderr,
-                    "[ptsc-mpi r%d] buffers %lu synced %lu staged %lu failed %lu (scope %s, staging %s)\n",
-                    rank, total(C_CALLS), total(C_SYNCED), total(C_STAGED), total(C_FAILED),
-                    ptsc__scope_name(ptsc__g.cfg.sync_scope), ptsc__g.staging ? "on" : "off");
+            fprintf(
+                stderr,
+                "[ptsc-mpi r%d] buffers %lu synced %lu staged %lu failed %lu races %lu (scope %s, staging "
+                "%s)\n",
+                rank, total(C_CALLS), total(C_SYNCED), total(C_STAGED), total(C_FAILED), total(C_RACES),
+                ptsc__scope_name(ptsc__g.cfg.sync_scope), ptsc__g.staging ? "on" : "off");
         }
         progress_detached(1);
         if (atomic_load(&n_pending))
@@ -1417,3 +1471,147 @@ COLL_PAIR(Reduce_scatter, Ireduce_scatter,
                                      : 0,
                 type, 1, can, call),
           (wire(&s), wire(&r), rcounts, type, op, comm))
+
+/* ------------------------------------------------------------------------ */
+/* One-sided                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One-sided calls complete at a later synchronisation call (fence, flush,
+ * unlock), not at a request this library could follow: their origin
+ * buffers are synchronised, not staged; a device buffer that would need
+ * staging is refused. Errors go to the window's handler. */
+static int raise_win(MPI_Win win, int rc)
+{
+    if (rc != MPI_SUCCESS && win != MPI_WIN_NULL)
+        PMPI_Win_call_errhandler(win, rc);
+    return rc;
+}
+
+#define WIN_CHECKED(win, req, expr)            \
+    do {                                       \
+        int ptsc_rc_ = (expr);                 \
+        if (ptsc_rc_ != MPI_SUCCESS) {         \
+            MPI_Request *ptsc_req_ = (req);    \
+            if (ptsc_req_)                     \
+                *ptsc_req_ = MPI_REQUEST_NULL; \
+            return raise_win((win), ptsc_rc_); \
+        }                                      \
+    } while (0)
+
+/* The origin buffer of a one-sided call: the sync, no copy. */
+static int rma_prep(const void *buf, int count, MPI_Datatype type, int dir, const char *call)
+{
+    mbuf_t b;
+    return prep(&b, buf, count, type, dir, NO_STAGE, call);
+}
+
+/* The window's own memory, when a fence or a post opens it to the other
+ * processes: the sync, if it is device, managed or pinned memory (not
+ * counted as a buffer argument). */
+static int win_sync(MPI_Win win, const char *call)
+{
+    void *base = NULL;
+    int flag = 0;
+    ptsc_memclass_t cls = PTSC_MEM_HOST;
+    if (!atomic_load_explicit(&ready, memory_order_acquire) || win == MPI_WIN_NULL ||
+        PMPI_Win_get_attr(win, MPI_WIN_BASE, &base, &flag) != MPI_SUCCESS || !flag || !base)
+        return MPI_SUCCESS;
+    if (ptsc__mem_classify(base, &cls) != PTSC_OK)
+        return fail(call, MPI_ERR_OTHER);
+    return sync_for(cls, call);
+}
+
+#define RMA_LIKE(NAME, RNAME, CONST, DIR)                                                                    \
+    PTSC_MPI_API int MPI_##NAME(CONST void *obuf, int ocount, MPI_Datatype otype, int trank, MPI_Aint tdisp, \
+                                int tcount, MPI_Datatype ttype, MPI_Win win)                                 \
+    {                                                                                                        \
+        WIN_CHECKED(win, (MPI_Request *)NULL, rma_prep(obuf, ocount, otype, DIR, "MPI_" #NAME));             \
+        return PMPI_##NAME(obuf, ocount, otype, trank, tdisp, tcount, ttype, win);                           \
+    }                                                                                                        \
+    PTSC_MPI_API int MPI_##RNAME(CONST void *obuf, int ocount, MPI_Datatype otype, int trank,                \
+                                 MPI_Aint tdisp, int tcount, MPI_Datatype ttype, MPI_Win win,                \
+                                 MPI_Request *req)                                                           \
+    {                                                                                                        \
+        WIN_CHECKED(win, req, rma_prep(obuf, ocount, otype, DIR, "MPI_" #RNAME));                            \
+        return PMPI_##RNAME(obuf, ocount, otype, trank, tdisp, tcount, ttype, win, req);                     \
+    }
+RMA_LIKE(Put, Rput, const, SEND)
+RMA_LIKE(Get, Rget, , RECV)
+
+PTSC_MPI_API int MPI_Accumulate(const void *obuf, int ocount, MPI_Datatype otype, int trank, MPI_Aint tdisp,
+                                int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL, rma_prep(obuf, ocount, otype, SEND, "MPI_Accumulate"));
+    return PMPI_Accumulate(obuf, ocount, otype, trank, tdisp, tcount, ttype, op, win);
+}
+
+PTSC_MPI_API int MPI_Raccumulate(const void *obuf, int ocount, MPI_Datatype otype, int trank, MPI_Aint tdisp,
+                                 int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win, MPI_Request *req)
+{
+    WIN_CHECKED(win, req, rma_prep(obuf, ocount, otype, SEND, "MPI_Raccumulate"));
+    return PMPI_Raccumulate(obuf, ocount, otype, trank, tdisp, tcount, ttype, op, win, req);
+}
+
+/* An origin buffer and a result buffer. */
+static int rma_prep2(const void *obuf, int ocount, MPI_Datatype otype, void *rbuf, int rcount,
+                     MPI_Datatype rtype, const char *call)
+{
+    int rc = rma_prep(obuf, ocount, otype, SEND, call);
+    return rc == MPI_SUCCESS ? rma_prep(rbuf, rcount, rtype, RECV, call) : rc;
+}
+
+PTSC_MPI_API int MPI_Get_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *rbuf, int rcount,
+                                    MPI_Datatype rtype, int trank, MPI_Aint tdisp, int tcount,
+                                    MPI_Datatype ttype, MPI_Op op, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL,
+                rma_prep2(obuf, ocount, otype, rbuf, rcount, rtype, "MPI_Get_accumulate"));
+    return PMPI_Get_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, trank, tdisp, tcount, ttype, op,
+                               win);
+}
+
+PTSC_MPI_API int MPI_Rget_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *rbuf, int rcount,
+                                     MPI_Datatype rtype, int trank, MPI_Aint tdisp, int tcount,
+                                     MPI_Datatype ttype, MPI_Op op, MPI_Win win, MPI_Request *req)
+{
+    WIN_CHECKED(win, req, rma_prep2(obuf, ocount, otype, rbuf, rcount, rtype, "MPI_Rget_accumulate"));
+    return PMPI_Rget_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, trank, tdisp, tcount, ttype, op,
+                                win, req);
+}
+
+PTSC_MPI_API int MPI_Fetch_and_op(const void *obuf, void *rbuf, MPI_Datatype type, int trank, MPI_Aint tdisp,
+                                  MPI_Op op, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL, rma_prep2(obuf, 1, type, rbuf, 1, type, "MPI_Fetch_and_op"));
+    return PMPI_Fetch_and_op(obuf, rbuf, type, trank, tdisp, op, win);
+}
+
+PTSC_MPI_API int MPI_Compare_and_swap(const void *obuf, const void *cbuf, void *rbuf, MPI_Datatype type,
+                                      int trank, MPI_Aint tdisp, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL, rma_prep2(obuf, 1, type, rbuf, 1, type, "MPI_Compare_and_swap"));
+    WIN_CHECKED(win, (MPI_Request *)NULL, rma_prep(cbuf, 1, type, SEND, "MPI_Compare_and_swap"));
+    return PMPI_Compare_and_swap(obuf, cbuf, rbuf, type, trank, tdisp, win);
+}
+
+/* A window on device memory where MPI is not CUDA-aware would be read by
+ * MPI on the host: refused. */
+PTSC_MPI_API int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                                MPI_Win *win)
+{
+    mbuf_t b;
+    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, base, 0, MPI_BYTE, RECV, NO_STAGE, "MPI_Win_create"));
+    return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+}
+
+PTSC_MPI_API int MPI_Win_fence(int assert, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL, win_sync(win, "MPI_Win_fence"));
+    return PMPI_Win_fence(assert, win);
+}
+
+PTSC_MPI_API int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
+{
+    WIN_CHECKED(win, (MPI_Request *)NULL, win_sync(win, "MPI_Win_post"));
+    return PMPI_Win_post(group, assert, win);
+}

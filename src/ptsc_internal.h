@@ -312,8 +312,12 @@ int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char
 /* Free what the sync module keeps in a context (its event). Called when the
  * context is released, with the context's device current. */
 void ptsc__sync_ctx_release(ptsc_ctx_t *ctx);
-/* The configured scope for a thread without a context (interpose.c). */
-int ptsc__sync_unbound(int *did);
+/* The configured scope for a thread without a context (interpose.c);
+ * `stream`: the stream the program named for the thread, or NULL. */
+int ptsc__sync_unbound(void *stream, int *did);
+/* The race check for such a thread whose scope is none: *busy = 1 while
+ * work on its stream (as above) runs; 0 under any other scope. */
+int ptsc__sync_unbound_busy(void *stream, int *busy);
 /* "auto", "none", "thread", "global", "device". */
 const char *ptsc__scope_name(int scope);
 

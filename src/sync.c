@@ -142,7 +142,9 @@ static int thread_busy(ptsc_ctx_t *ctx, int *busy)
  * scope the configuration names, resolved as for an unattached thread
  * (auto is global), on the current device. The thread scope records an
  * event of the thread's own on its per-thread default stream, as
- * thread_sync does for PTSC_STREAM=per-thread; the event goes with the
+ * thread_sync does for PTSC_STREAM=per-thread, or on `stream` where the
+ * program named the thread's stream (then auto is thread too: the program
+ * said which stream its buffers come from). The event goes with the
  * thread. *did: something was waited for.
  */
 static pthread_key_t unbound_key;
@@ -150,28 +152,55 @@ static pthread_once_t unbound_once = PTHREAD_ONCE_INIT;
 static void unbound_ev_destroy(void *ev) { ptsc__gpu_event_destroy(ev); }
 static void unbound_key_create(void) { pthread_key_create(&unbound_key, unbound_ev_destroy); }
 
-int ptsc__sync_unbound(int *did)
+static int unbound_scope(void *stream)
 {
-    int scope = ptsc__sync_resolve(NULL, PTSC_SCOPE_DEFAULT), rc;
+    if (stream && ptsc__g.cfg.sync_scope == PTSC_SCOPE_AUTO)
+        return PTSC_SCOPE_THREAD;
+    return ptsc__sync_resolve(NULL, PTSC_SCOPE_DEFAULT);
+}
+
+/* The thread's event recorded on its stream (named, or per-thread). */
+static int unbound_record(void *stream, void **ev)
+{
+    pthread_once(&unbound_once, unbound_key_create);
+    *ev = pthread_getspecific(unbound_key);
+    int rc = *ev ? PTSC_OK : ptsc__gpu_event_create(ev);
+    if (rc == PTSC_OK && !pthread_getspecific(unbound_key))
+        pthread_setspecific(unbound_key, *ev);
+    if (rc == PTSC_OK && !stream)
+        rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &stream);
+    return rc == PTSC_OK ? ptsc__gpu_event_record(*ev, stream) : rc;
+}
+
+int ptsc__sync_unbound(void *stream, int *did)
+{
+    int scope = unbound_scope(stream), rc;
+    void *ev;
     *did = 0;
     if (scope == PTSC_SCOPE_NONE || ptsc__g.ndevices == 0)
         return PTSC_OK;
     if (scope == PTSC_SCOPE_THREAD) {
-        pthread_once(&unbound_once, unbound_key_create);
-        void *ev = pthread_getspecific(unbound_key), *stream;
-        rc = ev ? PTSC_OK : ptsc__gpu_event_create(&ev);
-        if (rc == PTSC_OK && !pthread_getspecific(unbound_key))
-            pthread_setspecific(unbound_key, ev);
-        if (rc == PTSC_OK)
-            rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &stream);
-        if (rc == PTSC_OK)
-            rc = ptsc__gpu_event_record(ev, stream);
+        rc = unbound_record(stream, &ev);
         if (rc == PTSC_OK)
             rc = ptsc__gpu_event_sync(ev);
     } else {
         rc = wide_sync(scope);
     }
     *did = rc == PTSC_OK;
+    return rc;
+}
+
+/* The race check for such a thread where its scope syncs nothing: *busy =
+ * 1 when work on its stream (named, or per-thread with the legacy-stream
+ * work queued before) has not finished. */
+int ptsc__sync_unbound_busy(void *stream, int *busy)
+{
+    void *ev;
+    int done = 1, rc = PTSC_OK;
+    if (ptsc__g.ndevices > 0 && unbound_scope(stream) == PTSC_SCOPE_NONE &&
+        (rc = unbound_record(stream, &ev)) == PTSC_OK)
+        rc = ptsc__gpu_event_done(ev, &done);
+    *busy = !done;
     return rc;
 }
 

@@ -233,8 +233,10 @@ int main(int argc, char **argv)
     printf("  %-34s %s\n", "plain MPI calls (libptsc-mpi):",
            !interposer ? "not intercepted (ptsc-run PROGRAM loads the interposer)"
            : interposer(NULL, NULL, NULL, NULL)
-               ? "intercepted: calls that take a buffer get PTSC_SYNC_SCOPE first (auto acts as global), "
-                 "device buffers staged where MPI is not CUDA-aware (PTSC_STAGING)"
+               ? "intercepted: point-to-point, persistent, collectives (blocking, non-blocking, v and w), "
+                 "one-sided; calls that take a buffer get PTSC_SYNC_SCOPE first (auto acts as global unless "
+                 "the thread named its stream, ptsc_mpi_set_stream), device buffers staged where MPI is not "
+                 "CUDA-aware (PTSC_STAGING; one-sided calls and intercommunicators refuse them)"
                : "libptsc-mpi loaded but not active (its error is above)");
 
     printf("\nConfiguration (value, source):\n");

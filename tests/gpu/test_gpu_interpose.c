@@ -12,13 +12,26 @@
  * communicator of thread t's own), at 4, 16 and 64 MiB.
  *
  * GPU_INTERPOSE_EXPECT:
- *   race   no interposer: some message must be stale (the test can see the
- *          race; test_gpu_race.c measured 2 to 9 of 40 at these sizes with
- *          8 threads on the H200's CUDA-aware Open MPI);
- *   clean  libptsc-mpi active: no message may be stale.
+ *   race    some message must be stale (the test can see the race;
+ *           test_gpu_race.c measured 2 to 9 of 40 at these sizes with 8
+ *           threads on the H200's CUDA-aware Open MPI): without the
+ *           interposer, or with it where its scope cannot see the work;
+ *   clean   no message may be stale;
+ *   broken  no interposer on an MPI that is not CUDA-aware: the program
+ *           must fail (a stale or garbled message, or, as usual, a crash of
+ *           MPI reading device memory on the host, which mpiexec reports).
+ * GPU_INTERPOSE_ACTIVE=yes|no: whether libptsc-mpi must be active (default:
+ * yes for clean, no otherwise).
+ * GPU_INTERPOSE_STREAM: where each thread's kernels run: perthread (the
+ * default: its per-thread default stream), nonblocking (a non-blocking
+ * stream of its own, which no legacy-stream sync waits for), named (the
+ * same, named to the interposer with ptsc_mpi_set_stream).
+ * GPU_INTERPOSE_RACES=yes: the interposer's race check (PTSC_SYNC_CHECK with
+ * scope none) must have counted busy buffers on the sending rank.
  * On an MPI that is not CUDA-aware the interposer stages (and answers
  * MPIX_Query_cuda_support with 1); without it the program cannot run there
- * and exits 77 (skipped), as it does without a device.
+ * and exits 77 (skipped), as it does without a device, except in broken
+ * mode, which runs only there.
  */
 #include "gpu_kernels.h"
 
@@ -44,6 +57,8 @@ static const size_t sizes[] = {4u << 20, 16u << 20, 64u << 20};
 #define NSIZES (int)(sizeof sizes / sizeof sizes[0])
 
 static int rank, failed;
+static enum { PER_THREAD, NONBLOCKING, NAMED } stream_mode;
+static int (*set_stream)(void *);
 static MPI_Comm comms[NT];
 static atomic_ulong stale_p2p, stale_bcast, msgs;
 static pthread_barrier_t bar;
@@ -80,8 +95,12 @@ static unsigned long long count_bad(const int *buf, size_t n, int seed, cudaStre
 static void *worker(void *p)
 {
     const int t = (int)(size_t)p;
-    const cudaStream_t s = cudaStreamPerThread;
+    cudaStream_t s = cudaStreamPerThread;
     int *buf;
+    if (stream_mode != PER_THREAD)
+        CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (stream_mode == NAMED)
+        MPI_OK(set_stream(s));
     CUDA_OK(cudaMalloc((void **)&buf, sizes[NSIZES - 1]));
     for (int z = 0; z < NSIZES; z++) {
         size_t n = sizes[z] / sizeof(int);
@@ -111,6 +130,10 @@ static void *worker(void *p)
         pthread_barrier_wait(&bar);
     }
     CUDA_OK(cudaFree(buf));
+    if (stream_mode == NAMED)
+        MPI_OK(set_stream(NULL));
+    if (stream_mode != PER_THREAD)
+        CUDA_OK(cudaStreamDestroy(s));
     return NULL;
 }
 
@@ -123,11 +146,19 @@ int main(int argc, char **argv)
 #if defined(MPIX_CUDA_AWARE_SUPPORT)
     aware = MPIX_Query_cuda_support();
 #endif
-    const char *want = getenv("GPU_INTERPOSE_EXPECT");
-    int expect_clean = want && strcmp(want, "clean") == 0;
+    const char *want = getenv("GPU_INTERPOSE_EXPECT"), *act = getenv("GPU_INTERPOSE_ACTIVE"),
+               *sm = getenv("GPU_INTERPOSE_STREAM"), *races = getenv("GPU_INTERPOSE_RACES");
+    int expect_clean = want && strcmp(want, "clean") == 0, broken = want && strcmp(want, "broken") == 0;
+    int expect_active = act ? strcmp(act, "yes") == 0 : expect_clean;
+    stream_mode = !sm || strcmp(sm, "perthread") == 0 ? PER_THREAD
+                  : strcmp(sm, "named") == 0          ? NAMED
+                                                      : NONBLOCKING;
+    set_stream = (int (*)(void *))dlsym(RTLD_DEFAULT, "ptsc_mpi_set_stream");
     /* With the interposer staging, MPIX_Query_cuda_support is its answer (1). */
     const char *skip = cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1 ? "no CUDA device"
-                       : aware != 1 ? "device buffers on an MPI that is not CUDA-aware, without libptsc-mpi"
+                       : aware != 1 && !broken
+                           ? "device buffers on an MPI that is not CUDA-aware, without libptsc-mpi"
+                       : aware == 1 && broken           ? "MPI is CUDA-aware: nothing to break"
                        : provided < MPI_THREAD_MULTIPLE ? "MPI lacks MPI_THREAD_MULTIPLE"
                        : size != 2                      ? "run it on 2 ranks"
                                                         : NULL;
@@ -137,16 +168,20 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 77;
     }
-    if (!want || (!expect_clean && strcmp(want, "race") != 0)) {
-        fprintf(stderr, "test_gpu_interpose: FAIL: set GPU_INTERPOSE_EXPECT to race or clean\n");
+    if (!want || (!expect_clean && !broken && strcmp(want, "race") != 0)) {
+        fprintf(stderr, "test_gpu_interpose: FAIL: set GPU_INTERPOSE_EXPECT to race, clean or broken\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     typedef int (*query_t)(unsigned long *, unsigned long *, unsigned long *, unsigned long *);
     query_t query = (query_t)dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer");
-    if (expect_clean != (query != NULL && query(NULL, NULL, NULL, NULL) == 1)) {
-        fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: libptsc-mpi is %s, GPU_INTERPOSE_EXPECT=%s\n",
-                rank, query ? "active" : "absent", want);
+    if (expect_active != (query != NULL && query(NULL, NULL, NULL, NULL) == 1)) {
+        fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: libptsc-mpi is %s, GPU_INTERPOSE_ACTIVE=%s\n",
+                rank, query ? "active" : "absent", expect_active ? "yes" : "no");
         failed++;
+    }
+    if (stream_mode == NAMED && !set_stream) {
+        fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: ptsc_mpi_set_stream not found\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (int t = 0; t < NT; t++)
         MPI_Comm_dup(MPI_COMM_WORLD, &comms[t]);
@@ -159,15 +194,24 @@ int main(int argc, char **argv)
 
     unsigned long sp = atomic_load(&stale_p2p), sb = atomic_load(&stale_bcast), m = atomic_load(&msgs);
     if (rank == 1) {
-        printf("test_gpu_interpose: %s: stale point-to-point %lu of %lu, stale bcast %lu of %lu\n",
-               expect_clean ? "with libptsc-mpi" : "without libptsc-mpi", sp, m, sb, m);
+        printf(
+            "test_gpu_interpose: %s, %s streams: stale point-to-point %lu of %lu, stale bcast %lu of %lu\n",
+            expect_active ? "with libptsc-mpi" : "without libptsc-mpi",
+            stream_mode == PER_THREAD ? "per-thread"
+            : stream_mode == NAMED    ? "named"
+                                      : "non-blocking",
+            sp, m, sb, m);
+        if (broken && sp + sb > 0)
+            printf("test_gpu_interpose: the failure shows without libptsc-mpi\n");
         if (expect_clean && (sp || sb)) {
             fprintf(stderr, "test_gpu_interpose FAIL: stale messages with the interposer active\n");
             failed++;
         }
         if (!expect_clean && sp + sb == 0) {
-            fprintf(stderr, "test_gpu_interpose FAIL: no stale message without the interposer: the test "
-                            "cannot see the race it guards against\n");
+            fprintf(stderr,
+                    "test_gpu_interpose FAIL: no stale message: the test cannot see the race it "
+                    "guards against%s\n",
+                    broken ? " (device buffers went through an MPI that is not CUDA-aware intact)" : "");
             failed++;
         }
     }
@@ -176,6 +220,15 @@ int main(int argc, char **argv)
         query(&sums[0], &sums[1], NULL, NULL);
         if (sums[1] == 0) {
             fprintf(stderr, "test_gpu_interpose [rank %d] FAIL: the interposer made no sync\n", rank);
+            failed++;
+        }
+    }
+    unsigned long (*nraces)(void) = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "ptsc_mpi_races");
+    if (races && strcmp(races, "yes") == 0 && rank == 0) {
+        unsigned long n = nraces ? nraces() : 0;
+        printf("test_gpu_interpose: the race check saw %lu busy buffers on the sending rank\n", n);
+        if (n == 0) {
+            fprintf(stderr, "test_gpu_interpose [rank 0] FAIL: the race check saw no busy buffer\n");
             failed++;
         }
     }

@@ -547,6 +547,55 @@ static void collectives(void)
     }
 }
 
+/* One-sided: origin and result buffers are synchronised (never staged),
+ * the window's own memory at each fence. Each rank exposes W ints; rank r
+ * puts into, gets from and accumulates on rank (r + 1) % size. */
+static void one_sided(void)
+{
+    enum { W = 8 };
+    int win_mem[W], src[4], got[4], res[2], one = 1, cmp = -1, swapped = 0;
+    const int to = (rank + 1) % size, from = (rank + size - 1) % size;
+    MPI_Win win;
+    MPI_Request rq;
+    for (int k = 0; k < W; k++)
+        win_mem[k] = val(rank, rank, k);
+    for (int k = 0; k < 4; k++)
+        src[k] = val(rank, to, k);
+    BUFS(1);
+    MPI_OK(MPI_Win_create(win_mem, sizeof win_mem, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MPI_OK(MPI_Win_fence(0, win));
+    BUFS(1);
+    MPI_OK(MPI_Put(src, 2, MPI_INT, to, 0, 2, MPI_INT, win));
+    BUFS(1);
+    MPI_OK(MPI_Get(got, 2, MPI_INT, to, 4, 2, MPI_INT, win));
+    BUFS(1);
+    MPI_OK(MPI_Accumulate(&one, 1, MPI_INT, to, 6, 1, MPI_INT, MPI_SUM, win));
+    BUFS(1);
+    MPI_OK(MPI_Rput(src + 2, 1, MPI_INT, to, 2, 1, MPI_INT, win, &rq));
+    MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+    MPI_OK(MPI_Win_fence(0, win));
+    CHECK(win_mem[0] == val(from, rank, 0) && win_mem[1] == val(from, rank, 1), "Put: %d %d", win_mem[0],
+          win_mem[1]);
+    CHECK(win_mem[2] == val(from, rank, 2), "Rput: %d", win_mem[2]);
+    CHECK(got[0] == val(to, to, 4) && got[1] == val(to, to, 5), "Get: %d %d", got[0], got[1]);
+    CHECK(win_mem[6] == val(rank, rank, 6) + 1, "Accumulate: %d", win_mem[6]);
+    BUFS(2);
+    MPI_OK(MPI_Get_accumulate(&one, 1, MPI_INT, &res[0], 1, MPI_INT, to, 7, 1, MPI_INT, MPI_SUM, win));
+    BUFS(2);
+    MPI_OK(MPI_Fetch_and_op(&one, &res[1], MPI_INT, to, 7, MPI_SUM, win));
+    BUFS(3);
+    MPI_OK(MPI_Compare_and_swap(&one, &cmp, &swapped, MPI_INT, to, 3, win));
+    MPI_OK(MPI_Win_fence(0, win));
+    /* The two fetches saw 7's value before their own addition, in some order. */
+    int base = val(to, to, 7);
+    CHECK((res[0] == base && res[1] == base + 1) || (res[1] == base && res[0] == base + 1),
+          "Get_accumulate / Fetch_and_op: %d %d", res[0], res[1]);
+    CHECK(win_mem[7] == val(rank, rank, 7) + 2, "Fetch_and_op: %d", win_mem[7]);
+    CHECK(swapped == val(to, to, 3) && win_mem[3] == val(rank, rank, 3), "Compare_and_swap: %d %d", swapped,
+          win_mem[3]);
+    MPI_OK(MPI_Win_free(&win));
+}
+
 int main(int argc, char **argv)
 {
     int provided;
@@ -563,6 +612,7 @@ int main(int argc, char **argv)
     completion_and_holes();
     regressions();
     collectives();
+    one_sided();
 
     /* The interposer, as the environment says it must be. */
     const char *want = getenv("MPI_INTERPOSE_EXPECT");
@@ -591,6 +641,12 @@ int main(int argc, char **argv)
                 CHECK(MPIX_Query_cuda_support() == 1, "MPIX_Query_cuda_support is %d while staging",
                       MPIX_Query_cuda_support());
 #endif
+            /* Its own calls: naming a stream (and back), the race count
+             * (nothing to race with on host buffers). */
+            int (*set_stream)(void *) = (int (*)(void *))dlsym(RTLD_DEFAULT, "ptsc_mpi_set_stream");
+            unsigned long (*races)(void) = (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "ptsc_mpi_races");
+            CHECK(set_stream && set_stream(NULL) == MPI_SUCCESS, "ptsc_mpi_set_stream missing or failing");
+            CHECK(races && races() == 0, "ptsc_mpi_races missing or nonzero on host buffers");
             if (rank == 0)
                 printf("mpi_interpose: interposer active, %lu of %lu buffer arguments seen, %lu staged\n",
                        seen, expect_bufs, staged);
