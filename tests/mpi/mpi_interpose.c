@@ -561,8 +561,25 @@ static void one_sided(void)
         win_mem[k] = val(rank, rank, k);
     for (int k = 0; k < 4; k++)
         src[k] = val(rank, to, k);
+    /* Some MPI builds have no one-sided component for MPI_Win_create on
+     * their machine (Ubuntu's Open MPI 4.1.6 where single-copy transfers are
+     * not allowed: MPI_ERR_WIN); the part is skipped there, on every rank. */
     BUFS(1);
-    MPI_OK(MPI_Win_create(win_mem, sizeof win_mem, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int ok = MPI_Win_create(win_mem, sizeof win_mem, sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win) ==
+             MPI_SUCCESS,
+        all_ok = 0;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    BUFS(2);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
+        if (ok)
+            MPI_Win_free(&win);
+        if (rank == 0)
+            printf("mpi_interpose: MPI_Win_create is not available with this MPI here; one-sided part "
+                   "skipped\n");
+        return;
+    }
     MPI_OK(MPI_Win_fence(0, win));
     BUFS(1);
     MPI_OK(MPI_Put(src, 2, MPI_INT, to, 0, 2, MPI_INT, win));
