@@ -54,7 +54,7 @@ T0=$(date +%s)
 rm -rf "$SRC" "$LOG"
 mkdir -p "$SRC" "$LOG"
 if [ "$MODE" = head ]; then
-  git -C "$ROOT" archive HEAD | tar -x -C "$SRC" || exit 2
+  git -C "$ROOT" archive HEAD | tar -xm -C "$SRC" || exit 2
   REV=$(git -C "$ROOT" rev-parse --short HEAD)
 else
   (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard |
