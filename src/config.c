@@ -83,7 +83,11 @@ static const var_t vars[] = {
      "call less per receive)."},
     {"PTSC_MEM_CACHE", "safe", VAR_ENUM, FIELD(mem_cache), memcache_choices, 0, 0,
      "Per-thread cache of buffer classes: safe keeps device, managed and pinned answers per 4 KiB block "
-     "(a stale one only costs a sync), pageable host buffers are classified afresh on every call; host also "
+     "(a stale one only costs a sync), and pageable host answers per address only while ptsc tracks CUDA's "
+     "memory calls through CUPTI (every allocation, free or registration drops the cache; off without a "
+     "device or when a profiler such as Nsight holds CUPTI, see ptsc-info), otherwise it classifies pageable "
+     "buffers afresh on every call; host and off never subscribe to CUPTI (it has one subscriber per "
+     "process: choose them when a CUPTI client started later, such as torch.profiler, needs it); host also "
      "keeps pageable answers per address (no CUDA call for a host buffer seen before), and then the "
      "program must call ptsc_mem_forget after it registers or allocates CUDA memory (cudaHostRegister, "
      "cudaMallocHost, cudaMallocManaged, cudaMalloc) while it communicates; off asks CUDA every time."},

@@ -70,14 +70,23 @@ int ptsc__gpu_init(int *ndevices)
         n = 0;
     }
     *ndevices = n;
+    /* Track CUDA's memory calls (memtrack.c), so the class cache may keep
+     * pageable answers (memory.c). Only with a device: without one no CUDA
+     * memory exists, nothing is classified, and CUPTI is not touched. Only
+     * in the default mode: `off` caches nothing and `host` has the
+     * program's promise instead; both leave CUPTI's one subscriber to other
+     * tools. */
+    ptsc__g.mem_tracked = n > 0 && ptsc__g.cfg.mem_cache == PTSC__MEMCACHE_SAFE && ptsc__memtrack_start();
     return PTSC_OK;
 }
 
 void ptsc__gpu_finalize(void)
 {
-    /* Nothing to undo: owned streams and staging buffers belong to contexts
-     * and are freed at detach. No cudaDeviceReset: the program may go on
-     * using CUDA after ptsc_finalize. */
+    /* Owned streams and staging buffers belong to contexts and are freed at
+     * detach. No cudaDeviceReset: the program may go on using CUDA after
+     * ptsc_finalize. Tracking stops here (a later init starts it again). */
+    ptsc__memtrack_stop();
+    ptsc__g.mem_tracked = 0;
 }
 
 int ptsc__gpu_describe(int d, char *buf, size_t n)

@@ -22,10 +22,18 @@ static char ptsc__gpu_none_event;
 int ptsc__gpu_init(int *ndevices)
 {
     *ndevices = 0;
+    ptsc__g.mem_tracked = 0;
     return PTSC_OK;
 }
 
 void ptsc__gpu_finalize(void) {}
+
+/* memtrack.c is built with gpu_cuda.c only: no CUDA memory, nothing to track. */
+int ptsc__memtrack_start(void) { return 0; }
+
+void ptsc__memtrack_stop(void) {}
+
+const char *ptsc__memtrack_status(void) { return "ptsc was built without CUDA"; }
 
 int ptsc__gpu_describe(int d, char *buf, size_t n)
 {

@@ -163,7 +163,10 @@ static int init_body(int *argc, char ***argv)
         ptsc__watchdog_stop();
         goto undo_lanes;
     }
-    atomic_store(&ptsc__g.mem_epoch, 1u);
+    /* A new epoch, never an old one (a store of 1 would revive entries of
+     * an earlier init): every table is empty now, and with tracking on
+     * (started above, in ptsc__gpu_init) every later change bumps it. */
+    atomic_fetch_add(&ptsc__g.mem_epoch, 1u);
     atomic_store(&ptsc__g.devmask, 0ul);
 
     return PTSC_OK;

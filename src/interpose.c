@@ -152,7 +152,10 @@ static void setup(void)
      * answers reads the first (memory.c). */
     ptsc__g.staging = c->staging == PTSC__STAGING_ALWAYS || (c->staging == PTSC__STAGING_AUTO && !aware);
     ptsc__g.stage_host = ptsc__g.ndevices == 0 && c->staging == PTSC__STAGING_ALWAYS;
-    atomic_store(&ptsc__g.mem_epoch, 1u);
+    /* A new epoch, never an old one (a store of 1 would revive entries of
+     * an earlier init): every table is empty now, and with tracking on
+     * (started above, in ptsc__gpu_init) every later change bumps it. */
+    atomic_fetch_add(&ptsc__g.mem_epoch, 1u);
     atomic_store(&ready, 1);
 }
 

@@ -11,8 +11,9 @@
  *    staged. One entry covers every offset into its block, so a halo
  *    exchange at many offsets into one allocation hits after one miss per
  *    block it touches.
- *  - an exact table keyed by address for pageable HOST answers, used only
- *    with PTSC_MEM_CACHE=host (the fast mode below).
+ *  - an exact table keyed by address for pageable HOST answers, used with
+ *    PTSC_MEM_CACHE=host (the fast mode below) and, in the default mode,
+ *    when CUDA's memory calls are tracked (below).
  *
  * The rule (docs/design.md, "Buffer classes"): a cached answer may be
  * stale (memory is freed and its address reused, or host memory is pinned
@@ -26,13 +27,32 @@
  *    stale PINNED would hand a device pointer to an MPI that cannot read
  *    it; so PINNED is cached only when nothing is staged (MPI reads every
  *    class). On the staging path pinned buffers are classified afresh.
- *  - HOST: never cached by default. Its staleness is the dangerous kind:
- *    cudaHostRegister pins memory in place, and a freed address may come
- *    back from cudaMallocHost or cudaMallocManaged; a stale HOST answer
- *    would skip the sync (and, for device memory, the staging) that the new
- *    memory needs. Nothing tells ptsc of either without intercepting CUDA's
- *    allocation calls (UCX does that, and a miss there means "host"; it
- *    breaks for allocations its hooks do not see).
+ *  - HOST: its staleness is the dangerous kind: cudaHostRegister pins
+ *    memory in place, and a freed address may come back from cudaMallocHost
+ *    or cudaMallocManaged; a stale HOST answer would skip the sync (and, for
+ *    device memory, the staging) that the new memory needs. So HOST is
+ *    cached only where ptsc learns of every such change: tracked (below),
+ *    or promised by the program (PTSC_MEM_CACHE=host).
+ *
+ * Tracked (memtrack.c): with a device, ptsc subscribes to CUPTI's callbacks
+ * of every driver call that allocates, frees, registers or maps memory, and
+ * each such call bumps the epoch at its exit, which drops every entry of
+ * every thread. Then the default mode also keeps HOST, per exact address
+ * (never per block: see PTSC_MEM_CACHE=host below). UCX's memory-type cache
+ * intercepts allocation calls too, but there the hooks are the knowledge: a
+ * miss means "host", so memory allocated before its hooks (or by a call
+ * they do not cover) is taken for host. Here every answer still comes from
+ * cudaPointerGetAttributes, and the callbacks only invalidate: an
+ * allocation made before the subscription cannot matter, because nothing is
+ * cached before it (entries are stored only between ptsc_init and
+ * ptsc_finalize, and init bumps the epoch after subscribing, so every older
+ * entry is dead), and what the first answer after it reports is the memory
+ * as it is, whoever allocated it. What must hold is that no change after
+ * the subscription escapes a callback; the table in memtrack.c lists the
+ * calls. Tracking is off without a device, without CUPTI, when
+ * cuptiSubscribe fails (a profiler such as Nsight holds CUPTI's one
+ * subscriber) and with PTSC_MEM_CACHE=off; the default mode then never
+ * caches HOST, as above.
  *
  * Why a 4 KiB block is the range: the host maps memory in whole pages (4 KiB
  * is the smallest page of the platforms ptsc runs on), and device and
@@ -52,8 +72,9 @@
  *
  * ptsc_mem_forget drops every entry of every thread by bumping a global
  * 64-bit epoch that entries are tagged with (it cannot wrap back onto an
- * old entry). The tables are a static _Thread_local private to this file:
- * nothing else reads them.
+ * old entry); tracked memory calls and ptsc_init bump the same epoch. The
+ * tables are a static _Thread_local private to this file: nothing else
+ * reads them.
  */
 #include "ptsc_internal.h"
 
@@ -69,7 +90,12 @@ static inline unsigned memcache_slot(uintptr_t key)
     return (unsigned)(x >> (64 - PTSC__MEMCACHE_BITS));
 }
 
-int ptsc__memcache_rule(int mode, int staging, ptsc_memclass_t c)
+int ptsc__memcache_keeps_host(int mode, int tracked)
+{
+    return mode == PTSC__MEMCACHE_HOST || (mode == PTSC__MEMCACHE_SAFE && tracked);
+}
+
+int ptsc__memcache_rule(int mode, int tracked, int staging, ptsc_memclass_t c)
 {
     if (mode == PTSC__MEMCACHE_OFF)
         return PTSC__MEMKEEP_NONE;
@@ -80,11 +106,13 @@ int ptsc__memcache_rule(int mode, int staging, ptsc_memclass_t c)
     case PTSC_MEM_PINNED:
         return staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK;
     default:
-        return mode == PTSC__MEMCACHE_HOST ? PTSC__MEMKEEP_EXACT : PTSC__MEMKEEP_NONE;
+        /* Never per block, even when tracked: a block may hold a registered
+         * range beside pageable bytes, and nothing changes there to bump. */
+        return ptsc__memcache_keeps_host(mode, tracked) ? PTSC__MEMKEEP_EXACT : PTSC__MEMKEEP_NONE;
     }
 }
 
-int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode,
+int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode, int tracked,
                           ptsc_memclass_t *cls)
 {
     uintptr_t a = (uintptr_t)p, block = a >> PTSC__MEMCACHE_BLOCK_SHIFT;
@@ -95,7 +123,7 @@ int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t ep
         *cls = (ptsc_memclass_t)e->cls;
         return 1;
     }
-    if (mode == PTSC__MEMCACHE_HOST) {
+    if (ptsc__memcache_keeps_host(mode, tracked)) {
         e = &mc->exact[memcache_slot(a)];
         if (e->key == a && e->epoch == epoch) {
             *cls = (ptsc_memclass_t)e->cls;
@@ -129,19 +157,24 @@ int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls)
         *cls = PTSC_MEM_HOST;
         return PTSC_OK;
     }
-    const int mode = ptsc__g.cfg.mem_cache;
-    /* Relaxed is enough: a thread ordered after ptsc_mem_forget (by a
-     * barrier, a lock, a message) reads the new epoch or a later one
-     * (coherence); an unordered one may still hit an old entry, which the
-     * rule above allows (and PTSC_MEM_CACHE=host orders by contract). */
-    uint64_t epoch = atomic_load_explicit(&ptsc__g.mem_epoch, memory_order_relaxed);
-    if (ptsc__memcache_lookup(&ptsc__memcache, p, epoch, mode, cls))
+    const int mode = ptsc__g.cfg.mem_cache, tracked = ptsc__g.mem_tracked;
+    /* Acquire, paired with the sequentially consistent bumps: a thread that
+     * reads an epoch also sees every CUDA memory call whose exit (tracked)
+     * made it, so what CUDA answers below is no older than the epoch it is
+     * stored under. A thread ordered after ptsc_mem_forget or a tracked call
+     * (by a barrier, a lock, a message) reads that epoch or a later one; an
+     * unordered one may still hit an old entry, which is the program's race
+     * (and PTSC_MEM_CACHE=host orders by contract). On x86 this is a plain
+     * load. */
+    uint64_t epoch = atomic_load_explicit(&ptsc__g.mem_epoch, memory_order_acquire);
+    if (ptsc__memcache_lookup(&ptsc__memcache, p, epoch, mode, tracked, cls))
         return PTSC_OK;
     ptsc_memclass_t c;
     int rc = ptsc__gpu_classify(p, &c);
     if (rc != PTSC_OK)
         return rc;
-    ptsc__memcache_store(&ptsc__memcache, p, epoch, ptsc__memcache_rule(mode, ptsc__g.staging, c), c);
+    ptsc__memcache_store(&ptsc__memcache, p, epoch, ptsc__memcache_rule(mode, tracked, ptsc__g.staging, c),
+                         c);
     *cls = c;
     return PTSC_OK;
 }

@@ -212,7 +212,8 @@ typedef struct {
     ptsc_ctx_t **slots;
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
     pthread_key_t key;
-    atomic_ullong mem_epoch; /* bumped by ptsc_mem_forget; 64 bits never wrap onto an old entry */
+    atomic_ullong mem_epoch; /* bumped by ptsc_mem_forget, init and tracked CUDA memory calls; never wraps */
+    int mem_tracked;         /* CUDA's memory calls bump mem_epoch (memtrack.c); set by ptsc__gpu_init */
     atomic_ulong devmask;    /* bit d: some context of this rank was bound to device d (< 64) */
 } ptsc__global_t;
 
@@ -335,7 +336,7 @@ int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls);
 #define PTSC__MEMCACHE_BLOCK_SHIFT 12 /* 4 KiB, the smallest host page */
 typedef struct {
     uintptr_t key;  /* block number or exact address; with epoch 0 the entry is empty */
-    uint64_t epoch; /* ptsc__g.mem_epoch when stored (init sets it to 1) */
+    uint64_t epoch; /* ptsc__g.mem_epoch when stored (init bumps it: >= 1) */
     int cls;        /* ptsc_memclass_t */
 } ptsc__memcache_entry_t;
 typedef struct {
@@ -345,9 +346,12 @@ typedef struct {
 /* How an answer of class `c` may be kept under PTSC_MEM_CACHE `mode`, with
  * staging on or off: not at all, for its 4 KiB block, or for its exact address. */
 enum { PTSC__MEMKEEP_NONE = 0, PTSC__MEMKEEP_BLOCK, PTSC__MEMKEEP_EXACT };
-int ptsc__memcache_rule(int mode, int staging, ptsc_memclass_t c);
+/* `tracked`: every CUDA memory call bumps the epoch (ptsc__g.mem_tracked). */
+int ptsc__memcache_rule(int mode, int tracked, int staging, ptsc_memclass_t c);
+/* 1 when pageable HOST answers are kept (per exact address): mode host, or safe and tracked. */
+int ptsc__memcache_keeps_host(int mode, int tracked);
 /* 1 and *cls when `p` has an entry of `epoch`; block entries win over exact ones. */
-int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode,
+int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t epoch, int mode, int tracked,
                           ptsc_memclass_t *cls);
 /* Keep class `cls` of `p` as `rule` (PTSC__MEMKEEP_*) says. */
 void ptsc__memcache_store(ptsc__memcache_t *mc, const void *p, uint64_t epoch, int rule, ptsc_memclass_t cls);
@@ -550,7 +554,9 @@ void ptsc__icoll_free(struct ptsc__icoll *s);
 /* PTSC_ERR_NO_DEVICE. Errors carry CUDA's message in the detail.            */
 /* ------------------------------------------------------------------------ */
 
-/* Number of usable devices; 0 (not an error) when there is no driver or device. */
+/* Number of usable devices; 0 (not an error) when there is no driver or device.
+ * With a device (and PTSC_MEM_CACHE not off: read cfg first) it also starts
+ * tracking CUDA's memory calls and sets ptsc__g.mem_tracked; finalize stops it. */
 int ptsc__gpu_init(int *ndevices);
 void ptsc__gpu_finalize(void);
 /* Node-wide description of device `d` for ptsc-info: "NVIDIA H200, cc 9.0, 139 GiB". */
@@ -579,6 +585,15 @@ void ptsc__gpu_event_destroy(void *ev);
 int ptsc__gpu_event_record(void *ev, void *stream);
 int ptsc__gpu_event_done(void *ev, int *done);
 int ptsc__gpu_event_sync(void *ev);
+
+/* memtrack.c (CUDA builds; gpu_none.c has stubs): a CUPTI subscriber that
+ * bumps ptsc__g.mem_epoch at the exit of every driver call that allocates,
+ * frees, registers or maps memory. start returns 1 when tracking is active
+ * (idempotent), stop undoes it (safe without a start); status is one line
+ * for ptsc-info: how tracking went, or why it is off. */
+int ptsc__memtrack_start(void);
+void ptsc__memtrack_stop(void);
+const char *ptsc__memtrack_status(void);
 
 /* ------------------------------------------------------------------------ */
 /* p2p.c: shared checks                                                      */

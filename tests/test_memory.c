@@ -30,20 +30,35 @@ Test(memory, rule_keeps_only_what_may_go_stale_safely)
     for (int staging = 0; staging < 2; staging++) {
         /* safe: device and managed per block; pinned per block only when
          * nothing is staged; pageable host never. */
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, staging, PTSC_MEM_DEVICE), PTSC__MEMKEEP_BLOCK);
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, staging, PTSC_MEM_MANAGED),
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, 0, staging, PTSC_MEM_DEVICE),
                      PTSC__MEMKEEP_BLOCK);
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, staging, PTSC_MEM_PINNED),
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, 0, staging, PTSC_MEM_MANAGED),
+                     PTSC__MEMKEEP_BLOCK);
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, 0, staging, PTSC_MEM_PINNED),
                      staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK);
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, staging, PTSC_MEM_HOST), PTSC__MEMKEEP_NONE);
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_SAFE, 0, staging, PTSC_MEM_HOST), PTSC__MEMKEEP_NONE);
         /* host: the same, plus pageable host per exact address, never per block. */
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, staging, PTSC_MEM_HOST), PTSC__MEMKEEP_EXACT);
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, staging, PTSC_MEM_PINNED),
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, 0, staging, PTSC_MEM_HOST),
+                     PTSC__MEMKEEP_EXACT);
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, 0, staging, PTSC_MEM_PINNED),
                      staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK);
-        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, staging, PTSC_MEM_DEVICE), PTSC__MEMKEEP_BLOCK);
+        cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_HOST, 0, staging, PTSC_MEM_DEVICE),
+                     PTSC__MEMKEEP_BLOCK);
         /* off: nothing. */
         for (int k = 0; k < 4; k++)
-            cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_OFF, staging, classes[k]), PTSC__MEMKEEP_NONE);
+            cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_OFF, 0, staging, classes[k]), PTSC__MEMKEEP_NONE);
+        /* Tracked (CUDA's memory calls bump the epoch): safe keeps pageable
+         * host per exact address, never per block; the rest as untracked;
+         * off still keeps nothing. */
+        for (int mode = PTSC__MEMCACHE_SAFE; mode <= PTSC__MEMCACHE_HOST; mode++) {
+            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_HOST), PTSC__MEMKEEP_EXACT);
+            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_DEVICE), PTSC__MEMKEEP_BLOCK);
+            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_MANAGED), PTSC__MEMKEEP_BLOCK);
+            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_PINNED),
+                         staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK);
+        }
+        for (int k = 0; k < 4; k++)
+            cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_OFF, 1, staging, classes[k]), PTSC__MEMKEEP_NONE);
     }
 }
 
@@ -55,12 +70,12 @@ Test(memory, block_entry_covers_every_offset_of_its_block_only)
     ptsc__memcache_store(mc, (void *)(base + 100), 1, PTSC__MEMKEEP_BLOCK, PTSC_MEM_DEVICE);
     for (uintptr_t off = 0; off < BLOCK; off += 8) {
         c = PTSC_MEM_HOST;
-        cr_assert(ptsc__memcache_lookup(mc, (void *)(base + off), 1, PTSC__MEMCACHE_SAFE, &c), "offset %zu",
-                  (size_t)off);
+        cr_assert(ptsc__memcache_lookup(mc, (void *)(base + off), 1, PTSC__MEMCACHE_SAFE, 0, &c),
+                  "offset %zu", (size_t)off);
         cr_assert_eq(c, PTSC_MEM_DEVICE);
     }
-    cr_expect(!ptsc__memcache_lookup(mc, (void *)(base - 1), 1, PTSC__MEMCACHE_SAFE, &c));
-    cr_expect(!ptsc__memcache_lookup(mc, (void *)(base + BLOCK), 1, PTSC__MEMCACHE_SAFE, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, (void *)(base - 1), 1, PTSC__MEMCACHE_SAFE, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, (void *)(base + BLOCK), 1, PTSC__MEMCACHE_SAFE, 0, &c));
     free(mc);
 }
 
@@ -81,7 +96,7 @@ Test(memory, halo_offsets_into_one_allocation_hit_after_one_miss_per_block)
                 blocks++;
                 last_block = (uintptr_t)p >> PTSC__MEMCACHE_BLOCK_SHIFT;
             }
-            if (!ptsc__memcache_lookup(mc, p, 1, PTSC__MEMCACHE_SAFE, &c)) {
+            if (!ptsc__memcache_lookup(mc, p, 1, PTSC__MEMCACHE_SAFE, 0, &c)) {
                 misses++;
                 ptsc__memcache_store(mc, p, 1, PTSC__MEMKEEP_BLOCK, PTSC_MEM_DEVICE);
             } else {
@@ -100,24 +115,28 @@ Test(memory, halo_offsets_into_one_allocation_hit_after_one_miss_per_block)
     free(mc);
 }
 
-Test(memory, host_entries_are_exact_and_only_in_host_mode)
+Test(memory, host_entries_are_exact_and_only_in_host_or_tracked_mode)
 {
     ptsc__memcache_t *mc = new_cache();
     char *buf = malloc(3 * BLOCK);
     cr_assert(buf);
     ptsc_memclass_t c;
     ptsc__memcache_store(mc, buf + 8, 1, PTSC__MEMKEEP_EXACT, PTSC_MEM_HOST);
-    cr_expect(ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_HOST, &c));
+    cr_expect(ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_HOST, 0, &c));
     cr_expect_eq(c, PTSC_MEM_HOST);
     /* A neighbour in the same block may be a registered range: not covered. */
-    cr_expect(!ptsc__memcache_lookup(mc, buf + 16, 1, PTSC__MEMCACHE_HOST, &c));
-    cr_expect(!ptsc__memcache_lookup(mc, buf + 7, 1, PTSC__MEMCACHE_HOST, &c));
-    /* In the safe mode the exact table is never consulted. */
-    cr_expect(!ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_SAFE, &c));
-    cr_expect(!ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_OFF, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 16, 1, PTSC__MEMCACHE_HOST, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 7, 1, PTSC__MEMCACHE_HOST, 0, &c));
+    /* In the safe mode the exact table is consulted only when tracked. */
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_SAFE, 0, &c));
+    cr_expect(ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_SAFE, 1, &c));
+    cr_expect_eq(c, PTSC_MEM_HOST);
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 16, 1, PTSC__MEMCACHE_SAFE, 1, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_OFF, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 8, 1, PTSC__MEMCACHE_OFF, 1, &c));
     /* NONE stores nothing. */
     ptsc__memcache_store(mc, buf + 64, 1, PTSC__MEMKEEP_NONE, PTSC_MEM_HOST);
-    cr_expect(!ptsc__memcache_lookup(mc, buf + 64, 1, PTSC__MEMCACHE_HOST, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, buf + 64, 1, PTSC__MEMCACHE_HOST, 0, &c));
     free(buf);
     free(mc);
 }
@@ -129,14 +148,14 @@ Test(memory, a_new_epoch_drops_every_entry)
     const void *d = (const void *)(uintptr_t)0x7f2000000000, *h = (const void *)(uintptr_t)0x600010;
     ptsc__memcache_store(mc, d, 5, PTSC__MEMKEEP_BLOCK, PTSC_MEM_MANAGED);
     ptsc__memcache_store(mc, h, 5, PTSC__MEMKEEP_EXACT, PTSC_MEM_HOST);
-    cr_expect(ptsc__memcache_lookup(mc, d, 5, PTSC__MEMCACHE_HOST, &c));
-    cr_expect(ptsc__memcache_lookup(mc, h, 5, PTSC__MEMCACHE_HOST, &c));
-    cr_expect(!ptsc__memcache_lookup(mc, d, 6, PTSC__MEMCACHE_HOST, &c));
-    cr_expect(!ptsc__memcache_lookup(mc, h, 6, PTSC__MEMCACHE_HOST, &c));
+    cr_expect(ptsc__memcache_lookup(mc, d, 5, PTSC__MEMCACHE_HOST, 0, &c));
+    cr_expect(ptsc__memcache_lookup(mc, h, 5, PTSC__MEMCACHE_HOST, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, d, 6, PTSC__MEMCACHE_HOST, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(mc, h, 6, PTSC__MEMCACHE_HOST, 0, &c));
     /* A zeroed table (a thread's first call) holds nothing: init starts at epoch 1. */
     ptsc__memcache_t *fresh = new_cache();
-    cr_expect(!ptsc__memcache_lookup(fresh, NULL, 1, PTSC__MEMCACHE_HOST, &c));
-    cr_expect(!ptsc__memcache_lookup(fresh, (const void *)(uintptr_t)BLOCK, 1, PTSC__MEMCACHE_HOST, &c));
+    cr_expect(!ptsc__memcache_lookup(fresh, NULL, 1, PTSC__MEMCACHE_HOST, 0, &c));
+    cr_expect(!ptsc__memcache_lookup(fresh, (const void *)(uintptr_t)BLOCK, 1, PTSC__MEMCACHE_HOST, 0, &c));
     free(fresh);
     free(mc);
 }
@@ -150,7 +169,7 @@ Test(memory, block_answer_wins_over_an_exact_host_answer)
      * that needs a sync wins. */
     ptsc__memcache_store(mc, (const void *)a, 1, PTSC__MEMKEEP_EXACT, PTSC_MEM_HOST);
     ptsc__memcache_store(mc, (const void *)(a + 512), 1, PTSC__MEMKEEP_BLOCK, PTSC_MEM_PINNED);
-    cr_assert(ptsc__memcache_lookup(mc, (const void *)a, 1, PTSC__MEMCACHE_HOST, &c));
+    cr_assert(ptsc__memcache_lookup(mc, (const void *)a, 1, PTSC__MEMCACHE_HOST, 0, &c));
     cr_expect_eq(c, PTSC_MEM_PINNED);
     free(mc);
 }
@@ -189,26 +208,45 @@ static uint64_t next(void)
 
 /* Classify as ptsc__mem_classify does, with the model as CUDA. */
 static ptsc_memclass_t classify(ptsc__memcache_t *mc, const model_t *m, uintptr_t a, uint64_t epoch, int mode,
-                                int staging)
+                                int tracked, int staging)
 {
     ptsc_memclass_t c;
-    if (ptsc__memcache_lookup(mc, (const void *)a, epoch, mode, &c))
+    if (ptsc__memcache_lookup(mc, (const void *)a, epoch, mode, tracked, &c))
         return c;
     c = truth(m, a);
-    ptsc__memcache_store(mc, (const void *)a, epoch, ptsc__memcache_rule(mode, staging, c), c);
+    ptsc__memcache_store(mc, (const void *)a, epoch, ptsc__memcache_rule(mode, tracked, staging, c), c);
     return c;
+}
+
+/* How the model's CUDA tells ptsc of a memory call (memtrack.c):
+ *  NONE    not at all, and ptsc knows it (no CUPTI): the untracked rule;
+ *  EXIT    a bump at the exit of every call, as memtrack.c does;
+ *  ENTRY   a bump at the entry instead (wrong: see below);
+ *  SILENT  not at all, though ptsc believes it is tracked (a call missing
+ *          from memtrack.c's table, or a subscriber that never fires). */
+enum { TRACK_NONE, TRACK_EXIT, TRACK_ENTRY, TRACK_SILENT };
+
+/* One of the eight buffers of block b (see run_model), from random bits. */
+static uintptr_t model_addr(size_t b, uint64_t r)
+{
+    return model_base + b * BLOCK + (uintptr_t)((r >> 8) % 8) * (BLOCK / 8) + (uintptr_t)((r >> 16) % 2);
 }
 
 /* Random frees and reuses of blocks as any class, registrations inside
  * pageable blocks, and lookups at random addresses (many per block). Each
  * answer is checked against the truth: `forget` says whether the program
- * calls ptsc_mem_forget after every change. Returns how many answers
- * skipped a needed sync or a needed staging copy. */
-static int run_model(int mode, int staging, int forget, int steps)
+ * calls ptsc_mem_forget after every change, `track` how ptsc learns of the
+ * change itself. While each change is in flight, another thread classifies
+ * a buffer of the same block (it may see the memory before or after the
+ * change, so that answer is not checked, but it is cached as the rule
+ * says): that is what a bump at the call's entry gets wrong. Returns how
+ * many answers skipped a needed sync or a needed staging copy. */
+static int run_model(int mode, int track, int staging, int forget, int steps)
 {
     model_t *m = calloc(1, sizeof *m);
     ptsc__memcache_t *mc = new_cache();
     cr_assert(m && mc);
+    const int tracked = track != TRACK_NONE;
     for (int b = 0; b < NB; b++)
         m->block[b] = classes[next() % 4];
     uint64_t epoch = 1;
@@ -216,24 +254,34 @@ static int run_model(int mode, int staging, int forget, int steps)
     for (int s = 0; s < steps; s++) {
         uint64_t r = next();
         size_t b = (size_t)((r >> 40) % NB); /* bits apart from those that pick the step */
-        if (r % 16 == 0) {                   /* free and reuse the block as another class */
+        int change = r % 16 == 0 || (r % 16 == 1 && m->block[b] == PTSC_MEM_HOST);
+        if (change) {
+            /* The call's entry, then a concurrent classification. */
+            if (track == TRACK_ENTRY)
+                epoch++;
+            (void)classify(mc, m, model_addr(b, r >> 24), epoch, mode, tracked, staging);
+        }
+        if (r % 16 == 0) { /* free and reuse the block as another class */
             m->block[b] = classes[(r >> 8) % 4];
             memset(m->registered[b], 0, sizeof m->registered[b]);
-            epoch += forget;
-        } else if (r % 16 == 1 && m->block[b] == PTSC_MEM_HOST) { /* cudaHostRegister in place */
+        } else if (change) { /* cudaHostRegister in place */
             size_t g0 = (size_t)((r >> 8) % (BLOCK / 64)), n = 1 + (size_t)((r >> 20) % 8);
             for (size_t g = g0; g < g0 + n && g < BLOCK / 64; g++)
                 m->registered[b][g] = 1;
-            epoch += forget;
         } else {
             /* Eight buffers per block, each at a fixed address plus a small
              * offset, so that exact entries are looked up again. */
-            uintptr_t a =
-                model_base + b * BLOCK + (uintptr_t)((r >> 8) % 8) * (BLOCK / 8) + (uintptr_t)((r >> 16) % 2);
-            ptsc_memclass_t want = truth(m, a), got = classify(mc, m, a, epoch, mode, staging);
+            uintptr_t a = model_addr(b, r);
+            ptsc_memclass_t want = truth(m, a), got = classify(mc, m, a, epoch, mode, tracked, staging);
             if ((needs_sync(want) && !needs_sync(got)) ||
                 (staging && staged_class(want) && !staged_class(got)))
                 missing++;
+        }
+        if (change) {
+            /* The call's exit (CUPTI's callback), then the program's forget. */
+            if (track == TRACK_EXIT)
+                epoch++;
+            epoch += forget;
         }
     }
     free(m);
@@ -244,22 +292,57 @@ static int run_model(int mode, int staging, int forget, int steps)
 Test(memory, safe_mode_never_misses_a_sync_or_a_staging_copy)
 {
     for (int staging = 0; staging < 2; staging++) {
-        cr_expect_eq(run_model(PTSC__MEMCACHE_SAFE, staging, 0, 200000), 0, "staging %d", staging);
-        cr_expect_eq(run_model(PTSC__MEMCACHE_OFF, staging, 0, 200000), 0, "staging %d", staging);
+        cr_expect_eq(run_model(PTSC__MEMCACHE_SAFE, TRACK_NONE, staging, 0, 200000), 0, "staging %d",
+                     staging);
+        cr_expect_eq(run_model(PTSC__MEMCACHE_OFF, TRACK_NONE, staging, 0, 200000), 0, "staging %d", staging);
+        /* PTSC_MEM_CACHE=off never subscribes; were it tracked, still nothing is kept. */
+        cr_expect_eq(run_model(PTSC__MEMCACHE_OFF, TRACK_SILENT, staging, 0, 200000), 0, "staging %d",
+                     staging);
+    }
+}
+
+/* Tracked: pageable answers are kept per address, and every memory call
+ * bumps the epoch at its exit; nothing is missed, with no help from the
+ * program. */
+Test(memory, safe_mode_tracked_never_misses_a_sync_or_a_staging_copy)
+{
+    for (int staging = 0; staging < 2; staging++) {
+        cr_expect_eq(run_model(PTSC__MEMCACHE_SAFE, TRACK_EXIT, staging, 0, 200000), 0, "staging %d",
+                     staging);
+        /* host mode gains the same guarantee, whether or not the program forgets. */
+        cr_expect_eq(run_model(PTSC__MEMCACHE_HOST, TRACK_EXIT, staging, 0, 200000), 0, "staging %d",
+                     staging);
+        cr_expect_eq(run_model(PTSC__MEMCACHE_HOST, TRACK_EXIT, staging, 1, 200000), 0, "staging %d",
+                     staging);
+    }
+}
+
+/* The model catches a tracker that is wrong: one that misses calls (the
+ * rule believes it is tracked, no bump comes), and one that bumps at the
+ * call's entry, where a classification made during the call is cached
+ * under the new epoch with what the memory was before. */
+Test(memory, tracked_rule_needs_every_bump_at_exit)
+{
+    for (int staging = 0; staging < 2; staging++) {
+        cr_expect_gt(run_model(PTSC__MEMCACHE_SAFE, TRACK_SILENT, staging, 0, 200000), 0, "staging %d",
+                     staging);
+        cr_expect_gt(run_model(PTSC__MEMCACHE_SAFE, TRACK_ENTRY, staging, 0, 200000), 0, "staging %d",
+                     staging);
     }
 }
 
 Test(memory, host_mode_is_exact_when_the_program_forgets_after_each_change)
 {
     for (int staging = 0; staging < 2; staging++)
-        cr_expect_eq(run_model(PTSC__MEMCACHE_HOST, staging, 1, 200000), 0, "staging %d", staging);
+        cr_expect_eq(run_model(PTSC__MEMCACHE_HOST, TRACK_NONE, staging, 1, 200000), 0, "staging %d",
+                     staging);
 }
 
 /* Why host mode needs the program's ptsc_mem_forget: without it, memory
  * registered or reused after its pageable answer was cached is missed. */
 Test(memory, host_mode_without_forget_misses_syncs)
 {
-    cr_expect_gt(run_model(PTSC__MEMCACHE_HOST, 0, 0, 200000), 0);
+    cr_expect_gt(run_model(PTSC__MEMCACHE_HOST, TRACK_NONE, 0, 0, 200000), 0);
 }
 
 /* ------------------------------------------------------------------------ */

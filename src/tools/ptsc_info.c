@@ -227,6 +227,30 @@ int main(int argc, char **argv)
            : cuda_aware            ? "direct (CUDA-aware MPI)"
            : staging               ? "staged through pinned host memory"
                      : "neither: device buffers are refused (PTSC_STAGING=never without CUDA-aware MPI)");
+    /* The class cache's rule for pageable buffers (memory.c, memtrack.c). */
+    {
+        char line[512];
+        const int mc = ptsc__g.cfg.mem_cache;
+        if (!cuda)
+            snprintf(line, sizeof line,
+                     "n/a (no device: every buffer is pageable host memory, no CUDA call)");
+        else if (ptsc__g.mem_tracked)
+            snprintf(line, sizeof line,
+                     "tracked (CUPTI callbacks): pageable buffers cached per address, dropped at every CUDA "
+                     "memory call");
+        else if (mc == PTSC__MEMCACHE_OFF)
+            snprintf(line, sizeof line, "not tracked (PTSC_MEM_CACHE=off): every buffer asked every call");
+        else if (mc == PTSC__MEMCACHE_HOST)
+            snprintf(line, sizeof line,
+                     "not tracked (PTSC_MEM_CACHE=host): pageable buffers cached per address, the program "
+                     "calls ptsc_mem_forget");
+        else
+            snprintf(line, sizeof line, "not tracked (%s): pageable buffers %s", ptsc__memtrack_status(),
+                     mc == PTSC__MEMCACHE_HOST ? "cached per address (PTSC_MEM_CACHE=host: the program calls "
+                                                 "ptsc_mem_forget)"
+                                               : "asked every call (~0.1 us each)");
+        printf("  %-34s %s\n", "CUDA memory calls:", line);
+    }
     /* libptsc-mpi (src/interpose.c), where ptsc-run or LD_PRELOAD loaded it. */
     typedef int (*interposer_t)(unsigned long *, unsigned long *, unsigned long *, unsigned long *);
     interposer_t interposer = (interposer_t)dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer");
