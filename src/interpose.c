@@ -566,16 +566,21 @@ static void link_pending(pending_t *p)
     pthread_mutex_unlock(&pend_lock);
 }
 
-static void unlink_pending(pending_t *p)
+/* 1 if `p` was in the table (this caller took it out), 0 if another
+ * thread did first. */
+static int unlink_pending(pending_t *p)
 {
+    int found = 0;
     pthread_mutex_lock(&pend_lock);
     for (pending_t **pp = &pend; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
             atomic_fetch_sub(&n_pending, 1);
+            found = 1;
             break;
         }
     pthread_mutex_unlock(&pend_lock);
+    return found;
 }
 
 /* The entry of live request `r` (not a detached one) other than the `n`
@@ -617,9 +622,22 @@ static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *
         release(b2);
         return mrc;
     }
+    /* Complete already: finished now, with no entry. Open MPI returns one
+     * shared, complete request object for operations that finished at
+     * once (sends, collectives on one process), so such a handle may stand
+     * for several operations and cannot name an entry. Finishing early is
+     * invisible to the program, which may not touch the buffer before its
+     * own completion call. */
+    int flag = 0;
+    MPI_Status st;
+    if (PMPI_Request_get_status(*req, &flag, &st) == MPI_SUCCESS && flag) {
+        int cancelled = 0;
+        PMPI_Test_cancelled(&st, &cancelled);
+        int frc = finish(b, cancelled, call), grc = finish(b2, cancelled, call);
+        return frc != MPI_SUCCESS ? frc : grc;
+    }
     pending_t *p = calloc(1, sizeof *p);
     if (!p) {
-        MPI_Status st;
         int wrc = PMPI_Wait(req, &st);
         return done2(wrc, b, b2, MPI_COMM_NULL, call);
     }
@@ -647,7 +665,8 @@ static int settle(pending_t *p, const MPI_Status *st)
     if (st && st != MPI_STATUS_IGNORE)
         PMPI_Test_cancelled(st, &cancelled);
     if (!p->persistent) {
-        unlink_pending(p);
+        if (!unlink_pending(p))
+            return MPI_SUCCESS; /* settled by another thread's call */
         int rc = finish(&p->b, cancelled, p->call), rc2 = finish(&p->b2, cancelled, p->call);
         free(p);
         rc = rc != MPI_SUCCESS ? rc : rc2;
@@ -729,7 +748,7 @@ PTSC_MPI_API unsigned long ptsc_mpi_races(void) { return total(C_RACES); }
  * current stream, non-blocking streams): the thread scope, and `auto`,
  * then sync that stream before MPI touches a buffer. NULL: back to the
  * per-thread default stream. The stream must stay valid while it is named.
- * Found with dlsym (or include/ptsc_mpi.h); MPI_SUCCESS.
+ * Found with dlsym (or include/ptsc/mpi.h); MPI_SUCCESS.
  */
 PTSC_MPI_API int ptsc_mpi_set_stream(void *stream)
 {

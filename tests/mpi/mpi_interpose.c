@@ -523,6 +523,20 @@ static void collectives(void)
     MPI_OK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
     CHECK(part[0] == 100 * tri + size * (2 * rank), "Ireduce_scatter: %d", part[0]);
 
+    /* Two non-blocking collectives on a one-process communicator, waited
+     * in order: Open MPI returns one shared, already complete request for
+     * both, and each must be complete for the program at its own wait. */
+    int x1 = rank + 1, x2 = rank + 2, y1 = 0, y2 = 0;
+    MPI_Request r1, r2;
+    BUFS(2);
+    MPI_OK(MPI_Iallreduce(&x1, &y1, 1, MPI_INT, MPI_SUM, MPI_COMM_SELF, &r1));
+    BUFS(2);
+    MPI_OK(MPI_Iallreduce(&x2, &y2, 1, MPI_INT, MPI_SUM, MPI_COMM_SELF, &r2));
+    MPI_OK(MPI_Wait(&r1, MPI_STATUS_IGNORE));
+    CHECK(y1 == rank + 1, "Iallreduce on MPI_COMM_SELF, first of two: %d after its wait", y1);
+    MPI_OK(MPI_Wait(&r2, MPI_STATUS_IGNORE));
+    CHECK(y2 == rank + 2, "Iallreduce on MPI_COMM_SELF, second of two: %d", y2);
+
     /* A v receive with gaps between its blocks, in reverse rank order: the
      * gaps are not the call's, the program writes them while the
      * non-blocking form runs, and they must keep the program's values
