@@ -159,12 +159,14 @@ int main(int argc, char **argv)
         int staging = 0;
         BENCH_CHECK(ptsc_features(NULL, NULL, &staging));
         if (gpu)
-            printf("Staging is %s in this run, so pinned buffers are %s (see src/memory.c). Pageable host "
-                   "buffers are %s.\n\n",
-                   staging ? "on" : "off",
-                   staging ? "classified afresh every call" : "cached per 4 KiB block",
-                   mode_env && !strcmp(mode_env, "host") ? "cached per address"
-                                                         : "classified afresh every call");
+            printf(
+                "Staging is %s in this run, so pinned buffers are %s (see src/memory.c). Pageable host "
+                "buffers are %s.\n\n",
+                staging ? "on" : "off", staging ? "classified afresh every call" : "cached per 4 KiB block",
+                mode_env && !strcmp(mode_env, "host")
+                    ? "cached per address"
+                    : "cached per address while CUDA's memory calls are tracked (src/memtrack.c; ptsc-info "
+                      "says whether they are), else classified afresh every call");
         else
             printf(
                 "No CUDA device (or CUDA not built): only pageable host memory exists, ptsc answers without "
