@@ -77,6 +77,23 @@ static inline int gt_require_gpu(const char *prog)
     return 0;
 }
 
+static inline const char *gt_class_name(ptsc_memclass_t c)
+{
+    return c == PTSC_MEM_DEVICE    ? "device"
+           : c == PTSC_MEM_MANAGED ? "managed"
+           : c == PTSC_MEM_PINNED  ? "pinned"
+                                   : "host";
+}
+
+/* ptsc_mem_class of `ptr` must be `expected`. */
+#define GT_CLASS(ptr, expected)                                                            \
+    do {                                                                                   \
+        ptsc_memclass_t gt_c_ = (ptsc_memclass_t)-1;                                       \
+        GT_OK(ptsc_mem_class((ptr), &gt_c_));                                              \
+        GT_CHECK(gt_c_ == (expected), "%s is %s, expected %s", #ptr, gt_class_name(gt_c_), \
+                 gt_class_name(expected));                                                 \
+    } while (0)
+
 static inline double gt_now_ms(void)
 {
     struct timespec ts;

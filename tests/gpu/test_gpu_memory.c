@@ -18,21 +18,6 @@
 
 #define N (1u << 20)
 
-static const char *cls_name(ptsc_memclass_t c)
-{
-    return c == PTSC_MEM_DEVICE    ? "device"
-           : c == PTSC_MEM_MANAGED ? "managed"
-           : c == PTSC_MEM_PINNED  ? "pinned"
-                                   : "host";
-}
-
-#define GT_CLASS(ptr, expected)                                                                            \
-    do {                                                                                                   \
-        ptsc_memclass_t gt_c_ = (ptsc_memclass_t)-1;                                                       \
-        GT_OK(ptsc_mem_class((ptr), &gt_c_));                                                              \
-        GT_CHECK(gt_c_ == (expected), "%s is %s, expected %s", #ptr, cls_name(gt_c_), cls_name(expected)); \
-    } while (0)
-
 static void classes(void)
 {
     int *d = NULL, *m = NULL, *pin = NULL, stack_var = 0;
@@ -61,7 +46,7 @@ static void classes(void)
     GT_CUDA(cudaHostUnregister(reg));
     ptsc_memclass_t c = PTSC_MEM_DEVICE;
     GT_OK(ptsc_mem_class(reg, &c));
-    GT_CHECK(c == PTSC_MEM_PINNED || c == PTSC_MEM_HOST, "unregistered buffer reads %s", cls_name(c));
+    GT_CHECK(c == PTSC_MEM_PINNED || c == PTSC_MEM_HOST, "unregistered buffer reads %s", gt_class_name(c));
     GT_OK(ptsc_mem_forget());
     GT_CLASS(reg, PTSC_MEM_HOST);
     free(reg);
@@ -80,7 +65,7 @@ static void classes(void)
     GT_CUDA(cudaMallocManaged((void **)&m2, N * sizeof(int), cudaMemAttachGlobal));
     GT_OK(ptsc_mem_class(m2, &c));
     GT_CHECK(c == PTSC_MEM_MANAGED || ((void *)m2 == (void *)d2 && c == PTSC_MEM_DEVICE), "managed reads %s",
-             cls_name(c));
+             gt_class_name(c));
     GT_CUDA(cudaFree(m2));
     GT_CUDA(cudaFree(m));
     GT_CUDA(cudaFreeHost(pin));

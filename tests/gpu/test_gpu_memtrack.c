@@ -18,21 +18,6 @@
 
 #include "ptsc_internal.h"
 
-static const char *cls_name(ptsc_memclass_t c)
-{
-    return c == PTSC_MEM_DEVICE    ? "device"
-           : c == PTSC_MEM_MANAGED ? "managed"
-           : c == PTSC_MEM_PINNED  ? "pinned"
-                                   : "host";
-}
-
-#define GT_CLASS(ptr, expected)                                                                            \
-    do {                                                                                                   \
-        ptsc_memclass_t gt_c_ = (ptsc_memclass_t)-1;                                                       \
-        GT_OK(ptsc_mem_class((ptr), &gt_c_));                                                              \
-        GT_CHECK(gt_c_ == (expected), "%s is %s, expected %s", #ptr, cls_name(gt_c_), cls_name(expected)); \
-    } while (0)
-
 static unsigned long long epoch(void) { return atomic_load(&ptsc__g.mem_epoch); }
 
 /* ns per ptsc_mem_class of `p`, over n calls. */
