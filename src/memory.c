@@ -26,7 +26,9 @@
  *  - PINNED: synced, not staged. Were the address later device memory, a
  *    stale PINNED would hand a device pointer to an MPI that cannot read
  *    it; so PINNED is cached only when nothing is staged (MPI reads every
- *    class). On the staging path pinned buffers are classified afresh.
+ *    class) or when CUDA's memory calls are tracked (the address cannot
+ *    become device memory without a free and an allocation, each a bump).
+ *    Untracked, on the staging path pinned buffers are classified afresh.
  *  - HOST: its staleness is the dangerous kind: cudaHostRegister pins
  *    memory in place, and a freed address may come back from cudaMallocHost
  *    or cudaMallocManaged; a stale HOST answer would skip the sync (and, for
@@ -104,7 +106,10 @@ int ptsc__memcache_rule(int mode, int tracked, int staging, ptsc_memclass_t c)
     case PTSC_MEM_MANAGED:
         return PTSC__MEMKEEP_BLOCK;
     case PTSC_MEM_PINNED:
-        return staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK;
+        /* While staging, a stale pinned answer would hand a device pointer
+         * to an MPI that cannot read it; tracked, no address changes class
+         * without a bump (a free and an allocation, both tracked). */
+        return staging && !tracked ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK;
     default:
         /* Never per block, even when tracked: a block may hold a registered
          * range beside pageable bytes, and nothing changes there to bump. */

@@ -48,14 +48,14 @@ Test(memory, rule_keeps_only_what_may_go_stale_safely)
         for (int k = 0; k < 4; k++)
             cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_OFF, 0, staging, classes[k]), PTSC__MEMKEEP_NONE);
         /* Tracked (CUDA's memory calls bump the epoch): safe keeps pageable
-         * host per exact address, never per block; the rest as untracked;
-         * off still keeps nothing. */
+         * host per exact address, never per block, and pinned per block even
+         * while staging (no address changes class unseen); device and
+         * managed as untracked; off still keeps nothing. */
         for (int mode = PTSC__MEMCACHE_SAFE; mode <= PTSC__MEMCACHE_HOST; mode++) {
             cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_HOST), PTSC__MEMKEEP_EXACT);
             cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_DEVICE), PTSC__MEMKEEP_BLOCK);
             cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_MANAGED), PTSC__MEMKEEP_BLOCK);
-            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_PINNED),
-                         staging ? PTSC__MEMKEEP_NONE : PTSC__MEMKEEP_BLOCK);
+            cr_expect_eq(ptsc__memcache_rule(mode, 1, staging, PTSC_MEM_PINNED), PTSC__MEMKEEP_BLOCK);
         }
         for (int k = 0; k < 4; k++)
             cr_expect_eq(ptsc__memcache_rule(PTSC__MEMCACHE_OFF, 1, staging, classes[k]), PTSC__MEMKEEP_NONE);

@@ -5,10 +5,12 @@
  * or pageable host) to know whether it needs a sync or staging. The raw
  * answer, cudaPointerGetAttributes, costs 100-230 ns on an H200; ptsc keeps
  * a per-thread cache of the answers whose staleness is harmless: device,
- * managed and (without staging) pinned memory per 4 KiB block, so offsets
- * into one allocation share entries (src/memory.c). Pageable host answers
- * are cached only with PTSC_MEM_CACHE=host, where the program promises to
- * call ptsc_mem_forget after it pins or allocates CUDA memory.
+ * managed and (without staging, or while CUDA's memory calls are tracked)
+ * pinned memory per 4 KiB block, so offsets into one allocation share
+ * entries (src/memory.c). Pageable host answers are cached per address
+ * while the memory calls are tracked (src/memtrack.c), or with
+ * PTSC_MEM_CACHE=host, where the program promises to call ptsc_mem_forget
+ * after it pins or allocates CUDA memory.
  *
  * Reported per class, in ns per call: ptsc_mem_class on a warm cache, on a
  * miss (after ptsc_mem_forget, whose atomic increment is included), and the
@@ -162,7 +164,10 @@ int main(int argc, char **argv)
             printf(
                 "Staging is %s in this run, so pinned buffers are %s (see src/memory.c). Pageable host "
                 "buffers are %s.\n\n",
-                staging ? "on" : "off", staging ? "classified afresh every call" : "cached per 4 KiB block",
+                staging ? "on" : "off",
+                staging ? "cached per 4 KiB block while CUDA's memory calls are tracked, else classified afresh "
+                          "every call"
+                        : "cached per 4 KiB block",
                 mode_env && !strcmp(mode_env, "host")
                     ? "cached per address"
                     : "cached per address while CUDA's memory calls are tracked (src/memtrack.c; ptsc-info "
