@@ -156,6 +156,7 @@ typedef struct {
     char *host;  /* NULL until first used */
     void *event; /* recorded after the copies queued on the slot */
     int busy;
+    int ran; /* the event was seen complete since the last copy (no query needed) */
 } ptsc__slot_t;
 
 typedef struct {
@@ -393,6 +394,8 @@ void ptsc__ring_put_after(ptsc__slot_t *slot);
 void ptsc__ring_reclaim(ptsc_ctx_t *ctx);
 /* Copy on the context's stream (memcpy without a device) and record the slot's event. */
 int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n);
+/* Whether the copies queued on the slot ran: an event query, unless one
+ * already saw them complete; ptsc__ring_wait blocks until they did. */
 int ptsc__ring_done(ptsc__slot_t *slot, int *done);
 int ptsc__ring_wait(ptsc__slot_t *slot);
 /* Free both rings (their copies are waited for). */

@@ -135,6 +135,7 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
         ctx->stats.staged_bytes += n;
         return ptsc__nvtx_pop_rc(PTSC_OK);
     }
+    s->ran = 0;
     int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
     if (rc == PTSC_OK)
         rc = ptsc__gpu_event_record(s->event, ctx->stream);
@@ -143,13 +144,26 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
     return ptsc__nvtx_pop_rc(rc);
 }
 
+/* An event query costs 1.5-1.8 us on the H200: once one saw the copies
+ * complete, the slot remembers it until its next copy. */
 int ptsc__ring_done(ptsc__slot_t *s, int *done)
 {
     *done = 1;
-    return have_gpu() ? ptsc__gpu_event_done(s->event, done) : PTSC_OK;
+    if (!have_gpu() || s->ran)
+        return PTSC_OK;
+    int rc = ptsc__gpu_event_done(s->event, done);
+    s->ran = rc == PTSC_OK && *done;
+    return rc;
 }
 
-int ptsc__ring_wait(ptsc__slot_t *s) { return have_gpu() ? ptsc__gpu_event_sync(s->event) : PTSC_OK; }
+int ptsc__ring_wait(ptsc__slot_t *s)
+{
+    if (!have_gpu() || s->ran)
+        return PTSC_OK;
+    int rc = ptsc__gpu_event_sync(s->event);
+    s->ran = rc == PTSC_OK;
+    return rc;
+}
 
 void ptsc__ring_destroy(ptsc_ctx_t *ctx)
 {

@@ -8,6 +8,10 @@
  *           chunks of PTSC_STAGING_CHUNK (several chunk sizes);
  *   manual  what a program does by hand: cudaMemcpy to pinned memory, then
  *           MPI_Send (and MPI_Recv, then cudaMemcpy back);
+ *   matched the same, the receive matched first (MPI_Mprobe + MPI_Mrecv),
+ *           which is how ptsc receives (a message larger than the receive
+ *           is then taken beside the buffer: see PTSC_RECV_GUARD): what a
+ *           program pays by hand for MPI's truncation to be safe;
  *   stream  the same by hand the way ptsc's staged path does it: the copy
  *           on the thread's stream and a stream sync before MPI_Send; the
  *           receive matched first (MPI_Mprobe + MPI_Mrecv) and the copy back
@@ -15,7 +19,7 @@
  *           ptsc's own cost; against manual, the cost of the mechanism.
  * A ping-pong between thread 0 of rank 0 and rank 1, for 4 KiB .. 64 MiB;
  * reported in GB/s (2 x bytes per round trip) with ratios to manual, and
- * auto against the better of manual and direct. Every column is measured
+ * auto against the better of manual and direct, and of matched and direct. Every column is measured
  * in ROUNDS interleaved rounds (manual, stream, direct, auto, staged, then
  * again) and reported as its median, so that drift of the machine during
  * the run does not land on one column.
@@ -127,12 +131,15 @@ static double pingpong_ptsc(bench_t *b, size_t bytes, int reps)
     return bench_now() - t0;
 }
 
+enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM };
+
 /* The same round trips by hand on pinned memory (or plain MPI on the host
- * buffer without a GPU): cudaMemcpy + MPI_Send / MPI_Recv + cudaMemcpy, or
- * (`on_stream`) the copies on the thread's stream with a matched receive,
- * as ptsc stages. */
-static double pingpong_manual(bench_t *b, size_t bytes, int reps, int on_stream)
+ * buffer without a GPU): cudaMemcpy + MPI_Send / MPI_Recv + cudaMemcpy, the
+ * same with a matched receive (BY_HAND_MATCHED), or the copies on the
+ * thread's stream with a matched receive, as ptsc stages (BY_HAND_STREAM). */
+static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
 {
+    const int on_stream = how == BY_HAND_STREAM, matched = how != BY_HAND;
     const int n = (int)bytes, peer = 1 - b->rank;
     void *wire = b->gpu ? b->host : b->dev, *stream = NULL;
     BENCH_CHECK(ptsc_ctx_stream(b->ctx, &stream));
@@ -151,16 +158,18 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int on_stream)
                     BENCH_CHECK(bench_gpu_memcpy(b->host, b->dev, bytes));
                 }
                 MPI_Send(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD);
-            } else if (on_stream) {
-                MPI_Message m;
-                MPI_Status st;
-                MPI_Mprobe(peer, 7, MPI_COMM_WORLD, &m, &st);
-                MPI_Mrecv(wire, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
-                if (b->gpu) /* the next copy on the stream is ordered after it */
-                    BENCH_CHECK(bench_gpu_copy_async(b->dev, b->host, bytes, stream));
             } else {
-                MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                if (b->gpu)
+                if (matched) {
+                    MPI_Message m;
+                    MPI_Status st;
+                    MPI_Mprobe(peer, 7, MPI_COMM_WORLD, &m, &st);
+                    MPI_Mrecv(wire, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+                } else {
+                    MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                }
+                if (b->gpu && on_stream) /* the next copy on the stream is ordered after it */
+                    BENCH_CHECK(bench_gpu_copy_async(b->dev, b->host, bytes, stream));
+                else if (b->gpu)
                     BENCH_CHECK(bench_gpu_memcpy(b->dev, b->host, bytes));
             }
         }
@@ -274,32 +283,36 @@ int main(int argc, char **argv)
                    ptsc__mpi_cuda_support());
         if (b.gpu) {
             printf(
-                "Median of %d interleaved rounds per column.\n\n| size | manual (cudaMemcpy + MPI) | stream "
-                "(by hand as ptsc stages) | direct | auto (staged below %s) |",
+                "Median of %d interleaved rounds per column.\n\n| size | manual (cudaMemcpy + MPI) | matched "
+                "(manual, receive by MPI_Mprobe + MPI_Mrecv) | stream (by hand as ptsc stages) | direct | "
+                "auto "
+                "(staged below %s) |",
                 b.quick ? 1 : ROUNDS, bench_size_text(auto_dmin, cs, sizeof cs));
             for (int c = 0; c < nchunks; c++)
                 printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
             printf(
                 " best staged / manual | best staged / stream | direct / manual | auto / max(manual, direct) "
-                "|\n|---:|---:|---:|---:|---:|");
+                "| auto / max(matched, direct) |\n|---:|---:|---:|---:|---:|---:|");
             for (int c = 0; c < nchunks; c++)
                 printf("---:|");
-            printf("---:|---:|---:|---:|\n");
+            printf("---:|---:|---:|---:|---:|\n");
         } else {
             printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
         }
     }
 
-    /* Columns: 0 manual, 1 stream, 2 direct, 3 auto, 4.. staged per chunk. */
-    enum { C_MANUAL, C_STREAM, C_DIRECT, C_AUTO, C_STAGED };
+    /* Columns: manual, matched, stream, direct, auto, then staged per chunk. */
+    enum { C_MANUAL, C_MATCHED, C_STREAM, C_DIRECT, C_AUTO, C_STAGED };
     const int rounds = b.quick ? 1 : ROUNDS;
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         const int reps = (reps_for(bytes, b.quick) + rounds - 1) / rounds;
         double v[C_STAGED + MAXCHUNKS][ROUNDS] = {{0}}, col[C_STAGED + MAXCHUNKS] = {0};
         for (int k = 0; k < rounds; k++) {
-            v[C_MANUAL][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, 0));
-            if (b.gpu)
-                v[C_STREAM][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, 1));
+            v[C_MANUAL][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND));
+            if (b.gpu) {
+                v[C_MATCHED][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_MATCHED));
+                v[C_STREAM][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_STREAM));
+            }
             if (direct_ok) {
                 set_path(&b, 0, saved_chunk, 0);
                 v[C_DIRECT][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
@@ -327,7 +340,8 @@ int main(int argc, char **argv)
         for (int c = 0; c < nchunks; c++)
             best = col[C_STAGED + c] > best ? col[C_STAGED + c] : best;
         if (b.rank == 0) {
-            printf("| %s | %.2f | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual, col[C_STREAM]);
+            printf("| %s | %.2f | %.2f | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual,
+                   col[C_MATCHED], col[C_STREAM]);
             if (direct_ok)
                 printf("%.2f | %.2f |", direct, col[C_AUTO]);
             else
@@ -335,11 +349,13 @@ int main(int argc, char **argv)
             for (int c = 0; c < nchunks; c++)
                 printf(" %.2f |", col[C_STAGED + c]);
             printf(" %.2f | %.2f |", best / manual, best / col[C_STREAM]);
+            double matched = col[C_MATCHED];
             if (direct_ok)
-                printf(" %.2f | %.2f |\n", direct / manual,
-                       col[C_AUTO] / (direct > manual ? direct : manual));
+                printf(" %.2f | %.2f | %.2f |\n", direct / manual,
+                       col[C_AUTO] / (direct > manual ? direct : manual),
+                       col[C_AUTO] / (direct > matched ? direct : matched));
             else
-                printf(" - | - |\n");
+                printf(" - | - | - |\n");
             fflush(stdout);
         }
     }
