@@ -300,16 +300,25 @@ static void release(mbuf_t *b)
     b->host = b->mask = NULL;
 }
 
+static int is_device(ptsc_memclass_t cls) { return cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED; }
+
+/* Whether a buffer of class `cls` needs a host copy: a device or managed
+ * one while staging is on, a host one where `always` stages host buffers
+ * (no device, tests). */
+static int stages(ptsc_memclass_t cls)
+{
+    return (ptsc__g.staging && is_device(cls)) || (ptsc__g.stage_host && cls == PTSC_MEM_HOST);
+}
+
 /* The host copy's memory where staging applies to `count` elements of
  * `type` at b->user (class `cls`); nothing is copied yet. */
 static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datatype type, int dir, int can,
                       const char *call)
 {
-    int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
-    if (!(ptsc__g.staging && device) && !(ptsc__g.stage_host && cls == PTSC_MEM_HOST))
+    if (!stages(cls))
         return MPI_SUCCESS;
     if (can == NO_STAGE) {
-        if (!device)
+        if (!is_device(cls))
             return MPI_SUCCESS; /* a host buffer staged only to test the staging code */
         ptsc__err(PTSC_ERR_UNSUPPORTED,
                   "a device buffer needs staging (MPI is not CUDA-aware), which libptsc-mpi does not do for "
@@ -387,8 +396,7 @@ static int block_at(const blocks_t *v, int i, MPI_Count *at, MPI_Count *lo, MPI_
 static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, int dir, int can,
                              const char *call)
 {
-    int device = cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED;
-    if (!(ptsc__g.staging && device) && !(ptsc__g.stage_host && cls == PTSC_MEM_HOST))
+    if (!stages(cls))
         return MPI_SUCCESS;
     if (can == NO_STAGE)
         return stage_plan(b, cls, 0, MPI_DATATYPE_NULL, dir, can, call);
@@ -442,8 +450,6 @@ static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, 
     return MPI_SUCCESS;
 }
 
-/* The class of a buffer argument (counted); *cls is HOST for the ones MPI
- * defines as no buffer. */
 /* Whether the interposer acts on `buf`: active, and a buffer (not NULL,
  * MPI_IN_PLACE or MPI_BOTTOM). */
 static int acts_on(const void *buf)
@@ -454,28 +460,36 @@ static int acts_on(const void *buf)
 
 static void progress_detached(int wait);
 
-static int lookup(const void *buf, ptsc_memclass_t *cls, const char *call)
+enum { LOOK = -1 }; /* a class not known yet: lookup asks */
+
+/* The class of a buffer argument (counted): `known` where a collective
+ * found it before (coll), else looked up now; *cls is HOST for the ones
+ * MPI defines as no buffer. */
+static int lookup(const void *buf, int known, ptsc_memclass_t *cls, const char *call)
 {
     *cls = PTSC_MEM_HOST;
     if (!acts_on(buf))
         return MPI_SUCCESS;
     progress_detached(0);
     bump(C_CALLS);
+    if (known != LOOK)
+        return *cls = (ptsc_memclass_t)known, MPI_SUCCESS;
     return ptsc__mem_classify(buf, cls) == PTSC_OK ? MPI_SUCCESS : fail(call, MPI_ERR_OTHER);
 }
 
 /* Before MPI touches `count` elements of `type` at `buf` (or the blocks
- * `v`): the sync, then the host copy where staging applies. MPI_SUCCESS or
- * an MPI error code. */
+ * `v`): the sync, then the host copy where staging applies. `known`: the
+ * buffer's class where the caller knows it, or LOOK. MPI_SUCCESS or an MPI
+ * error code. */
 static int prep_any(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, const blocks_t *v,
-                    int dir, int can, const char *call)
+                    int dir, int can, int known, const char *call)
 {
     b->user = (char *)buf;
     b->host = b->mask = NULL;
     b->lo = b->span = 0;
     b->back = 0;
     ptsc_memclass_t cls;
-    int rc = lookup(buf, &cls, call); /* HOST for what is no buffer */
+    int rc = lookup(buf, known, &cls, call); /* HOST for what is no buffer */
     /* Host memory with nothing to stage (every buffer on a machine without
      * a device): no sync, no copy. */
     if (rc != MPI_SUCCESS || (cls == PTSC_MEM_HOST && !ptsc__g.stage_host) || !acts_on(buf))
@@ -492,7 +506,7 @@ static int prep_any(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype ty
 static int prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int dir, int can,
                 const char *call)
 {
-    return prep_any(b, buf, count, type, NULL, dir, can, call);
+    return prep_any(b, buf, count, type, NULL, dir, can, LOOK, call);
 }
 
 /* After MPI is done with the buffer: a received copy goes back (unless
@@ -828,18 +842,20 @@ PTSC_MPI_API int MPIX_Query_cuda_support(void)
         if (ptsc_rc_ != MPI_SUCCESS) \
             return ptsc_rc_;         \
     } while (0)
-/* The same in a call on `comm`: the handler is called, the request (if
- * any) set to MPI_REQUEST_NULL, as nothing was started. */
-#define CHECKED_ON(comm, req, expr)            \
+/* The same in a call on `obj`, whose error handler RAISE calls (raise_on
+ * for a communicator, raise_win for a window); the request (if any) is set
+ * to MPI_REQUEST_NULL, as nothing was started. */
+#define CHECKED_RAISE(RAISE, obj, req, expr)   \
     do {                                       \
         int ptsc_rc_ = (expr);                 \
         if (ptsc_rc_ != MPI_SUCCESS) {         \
             MPI_Request *ptsc_req_ = (req);    \
             if (ptsc_req_)                     \
                 *ptsc_req_ = MPI_REQUEST_NULL; \
-            return raise_on((comm), ptsc_rc_); \
+            return RAISE((obj), ptsc_rc_);     \
         }                                      \
     } while (0)
+#define CHECKED_ON(comm, req, expr) CHECKED_RAISE(raise_on, comm, req, expr)
 
 /* The entries of `n` requests, looked up before the completion call, and
  * statuses where the caller ignores them; on the stack up to 16. */
@@ -1026,7 +1042,7 @@ static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int d
     *cls = PTSC_MEM_HOST;
     if (!acts_on(buf))
         return MPI_SUCCESS;
-    int rc = lookup(buf, cls, call);
+    int rc = lookup(buf, LOOK, cls, call);
     return rc == MPI_SUCCESS ? stage_plan(b, *cls, count, type, dir, MAY_STAGE, call) : rc;
 }
 
@@ -1231,46 +1247,75 @@ static int is_root(MPI_Comm comm, int root)
     return inter ? root == MPI_ROOT : comm_rank(comm) == root;
 }
 
-/* Collectives on an intercommunicator (blocks sized by the remote group)
- * are synchronised, not staged: a device buffer that needs staging is
- * refused there. */
-static int coll_stage(MPI_Comm comm)
+/* What a collective knows before it prepares its buffers. First the
+ * classes of the buffers it uses (use[SEND], use[RECV]: a rooted call's
+ * buffer that counts at the root only is not looked at elsewhere), handed
+ * on to prep, which counts them. Only where one of them stages is the
+ * communicator asked (the host path makes no MPI query): its size n (the
+ * blocks of gathers, scatters and v forms; 0 where not asked), and whether
+ * it is an intercommunicator (blocks sized by the remote group), whose
+ * buffers are synchronised, not staged: NO_STAGE, a device buffer that
+ * needs staging is refused there. */
+typedef struct {
+    int use[2], cls[2]; /* cls: LOOK where not found (prep looks again) */
+    int can, n;
+} coll_t;
+
+static coll_t coll(MPI_Comm comm, const void *sbuf, int suse, const void *rbuf, int ruse)
 {
-    int inter = 0;
-    PMPI_Comm_test_inter(comm, &inter);
-    return inter ? NO_STAGE : MAY_STAGE;
+    coll_t c = {{suse, ruse}, {LOOK, LOOK}, MAY_STAGE, 0};
+    const void *buf[2] = {sbuf, rbuf};
+    int ask = 0;
+    for (int i = SEND; i <= RECV; i++) {
+        ptsc_memclass_t cls = PTSC_MEM_HOST;
+        if (!c.use[i] || !acts_on(buf[i]))
+            continue;
+        if (ptsc__mem_classify(buf[i], &cls) == PTSC_OK)
+            c.cls[i] = (int)cls;
+        ask = ask || c.cls[i] == LOOK || stages(cls);
+    }
+    if (ask) {
+        int inter = 0;
+        PMPI_Comm_test_inter(comm, &inter);
+        c.can = inter ? NO_STAGE : MAY_STAGE;
+        c.n = comm_size(comm);
+    }
+    return c;
 }
 
 /* Both buffers of a collective: the send side `scount` elements of `stype`
- * (skipped unless `suse`), the receive side `rcount` of `rtype` (unless
- * `ruse`). */
+ * (or the blocks `sv`), the receive side `rcount` of `rtype` (or `rv`),
+ * each where c->use says. */
 static int prep2_any(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype,
-                     const blocks_t *sv, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
-                     const blocks_t *rv, int ruse, int can, const char *call)
+                     const blocks_t *sv, void *rbuf, MPI_Count rcount, MPI_Datatype rtype, const blocks_t *rv,
+                     const coll_t *c, const char *call)
 {
     memset(r, 0, sizeof *r);
     r->user = rbuf;
-    int rc = prep_any(s, suse ? sbuf : NULL, scount, stype, sv, SEND, can, call);
+    int rc = prep_any(s, c->use[SEND] ? sbuf : NULL, scount, stype, sv, SEND, c->can, c->cls[SEND], call);
     s->user = (char *)sbuf;
     if (rc != MPI_SUCCESS)
         return rc;
-    if (ruse && (rc = prep_any(r, rbuf, rcount, rtype, rv, RECV, can, call)) != MPI_SUCCESS)
+    if (c->use[RECV] &&
+        (rc = prep_any(r, rbuf, rcount, rtype, rv, RECV, c->can, c->cls[RECV], call)) != MPI_SUCCESS)
         finish(s, 1, call);
     r->user = rbuf;
     return rc;
 }
 
-static int prep2(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype, int suse,
-                 void *rbuf, MPI_Count rcount, MPI_Datatype rtype, int ruse, int can, const char *call)
+static int prep2(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, MPI_Datatype stype, void *rbuf,
+                 MPI_Count rcount, MPI_Datatype rtype, const coll_t *c, const char *call)
 {
-    return prep2_any(s, r, sbuf, scount, stype, NULL, suse, rbuf, rcount, rtype, NULL, ruse, can, call);
+    return prep2_any(s, r, sbuf, scount, stype, NULL, rbuf, rcount, rtype, NULL, c, call);
 }
 
 PTSC_MPI_API int MPI_Bcast(void *buf, int count, MPI_Datatype type, int root, MPI_Comm comm)
 {
     mbuf_t b;
+    coll_t c = coll(comm, NULL, 0, buf, 1);
     /* A receive everywhere (the root's copy comes back unchanged). */
-    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, coll_stage(comm), "MPI_Bcast"));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep_any(&b, buf, count, type, NULL, RECV, c.can, c.cls[RECV], "MPI_Bcast"));
     return done1(PMPI_Bcast(wire(&b), count, type, root, comm), &b, comm, "MPI_Bcast");
 }
 
@@ -1278,7 +1323,8 @@ PTSC_MPI_API int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, M
                             MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, coll_stage(comm), "MPI_Ibcast"));
+    coll_t c = coll(comm, NULL, 0, buf, 1);
+    CHECKED_ON(comm, req, prep_any(&b, buf, count, type, NULL, RECV, c.can, c.cls[RECV], "MPI_Ibcast"));
     return track(PMPI_Ibcast(wire(&b), count, type, root, comm, req), req, &b, "MPI_Ibcast");
 }
 
@@ -1286,10 +1332,9 @@ PTSC_MPI_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatyp
                             MPI_Comm comm)
 {
     mbuf_t s, r;
-    int at_root = is_root(comm, root);
-    CHECKED_ON(
-        comm, (MPI_Request *)NULL,
-        prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, coll_stage(comm), "MPI_Reduce"));
+    coll_t c = coll(comm, sbuf, 1, rbuf, is_root(comm, root));
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_Reduce"));
     return done2(PMPI_Reduce(wire(&s), wire(&r), count, type, op, root, comm), &s, &r, comm, "MPI_Reduce");
 }
 
@@ -1297,10 +1342,8 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
                              MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t s, r;
-    int at_root = is_root(comm, root);
-    CHECKED_ON(
-        comm, req,
-        prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, at_root, coll_stage(comm), "MPI_Ireduce"));
+    coll_t c = coll(comm, sbuf, 1, rbuf, is_root(comm, root));
+    CHECKED_ON(comm, req, prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_Ireduce"));
     return track2(PMPI_Ireduce(wire(&s), wire(&r), count, type, op, root, comm, req), req, &s, &r,
                   "MPI_Ireduce");
 }
@@ -1313,18 +1356,17 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
                                 MPI_Comm comm)                                                            \
     {                                                                                                     \
         mbuf_t s, r;                                                                                      \
-        CHECKED_ON(                                                                                       \
-            comm, (MPI_Request *)NULL,                                                                    \
-            prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, coll_stage(comm), "MPI_" #NAME));   \
+        coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                          \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                             \
+                   prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_" #NAME));                \
         return done2(PMPI_##NAME(wire(&s), wire(&r), count, type, op, comm), &s, &r, comm, "MPI_" #NAME); \
     }                                                                                                     \
     PTSC_MPI_API int MPI_##INAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,   \
                                  MPI_Comm comm, MPI_Request *req)                                         \
     {                                                                                                     \
         mbuf_t s, r;                                                                                      \
-        CHECKED_ON(                                                                                       \
-            comm, req,                                                                                    \
-            prep2(&s, &r, sbuf, count, type, 1, rbuf, count, type, 1, coll_stage(comm), "MPI_" #INAME));  \
+        coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                          \
+        CHECKED_ON(comm, req, prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_" #INAME));    \
         return track2(PMPI_##INAME(wire(&s), wire(&r), count, type, op, comm, req), req, &s, &r,          \
                       "MPI_" #INAME);                                                                     \
     }
@@ -1336,11 +1378,12 @@ PTSC_MPI_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcou
                                           MPI_Op op, MPI_Comm comm)
 {
     mbuf_t s, r;
-    MPI_Count n = (MPI_Count)rcount * comm_size(comm);
+    coll_t c = coll(comm, sbuf, 1, rbuf, 1);
+    MPI_Count n = (MPI_Count)rcount * c.n;
     /* In place, the input is n blocks of rbuf. */
     CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep2(&s, &r, sbuf, n, type, 1, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, 1,
-                     coll_stage(comm), "MPI_Reduce_scatter_block"));
+               prep2(&s, &r, sbuf, n, type, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, &c,
+                     "MPI_Reduce_scatter_block"));
     return done2(PMPI_Reduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm), &s, &r, comm,
                  "MPI_Reduce_scatter_block");
 }
@@ -1349,10 +1392,11 @@ PTSC_MPI_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rco
                                            MPI_Op op, MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t s, r;
-    MPI_Count n = (MPI_Count)rcount * comm_size(comm);
+    coll_t c = coll(comm, sbuf, 1, rbuf, 1);
+    MPI_Count n = (MPI_Count)rcount * c.n;
     CHECKED_ON(comm, req,
-               prep2(&s, &r, sbuf, n, type, 1, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, 1,
-                     coll_stage(comm), "MPI_Ireduce_scatter_block"));
+               prep2(&s, &r, sbuf, n, type, rbuf, sbuf == MPI_IN_PLACE ? n : rcount, type, &c,
+                     "MPI_Ireduce_scatter_block"));
     return track2(PMPI_Ireduce_scatter_block(wire(&s), wire(&r), rcount, type, op, comm, req), req, &s, &r,
                   "MPI_Ireduce_scatter_block");
 }
@@ -1364,12 +1408,11 @@ PTSC_MPI_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rco
                                 MPI_Datatype rtype, int root, MPI_Comm comm)                                \
     {                                                                                                       \
         mbuf_t s, r;                                                                                        \
-        int n = comm_size(comm), at_root = is_root(comm, root);                                             \
-        (void)n;                                                                                            \
-        (void)at_root;                                                                                      \
+        int at_root = is_root(comm, root);                                                                  \
+        coll_t c = coll(comm, sbuf, SUSE, rbuf, RUSE);                                                      \
         CHECKED_ON(comm, (MPI_Request *)NULL,                                                               \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                     \
-                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #NAME));       \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, rbuf,                           \
+                         (MPI_Count)rcount *(RBLOCKS), rtype, &c, "MPI_" #NAME));                           \
         return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm), &s, &r,     \
                      comm, "MPI_" #NAME);                                                                   \
     }                                                                                                       \
@@ -1377,27 +1420,26 @@ PTSC_MPI_API int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rco
                                  MPI_Datatype rtype, int root, MPI_Comm comm, MPI_Request *req)             \
     {                                                                                                       \
         mbuf_t s, r;                                                                                        \
-        int n = comm_size(comm), at_root = is_root(comm, root);                                             \
-        (void)n;                                                                                            \
-        (void)at_root;                                                                                      \
+        int at_root = is_root(comm, root);                                                                  \
+        coll_t c = coll(comm, sbuf, SUSE, rbuf, RUSE);                                                      \
         CHECKED_ON(comm, req,                                                                               \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, SUSE, rbuf,                     \
-                         (MPI_Count)rcount *(RBLOCKS), rtype, RUSE, coll_stage(comm), "MPI_" #INAME));      \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, rbuf,                           \
+                         (MPI_Count)rcount *(RBLOCKS), rtype, &c, "MPI_" #INAME));                          \
         return track2(PMPI_##INAME(wire(&s), scount, stype, wire(&r), rcount, rtype, root, comm, req), req, \
                       &s, &r, "MPI_" #INAME);                                                               \
     }
-GATHER_ROOT(Gather, Igather, 1, n, 1, at_root)
-GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
+GATHER_ROOT(Gather, Igather, 1, c.n, 1, at_root)
+GATHER_ROOT(Scatter, Iscatter, c.n, 1, at_root, 1)
 
 #define GATHER_ALL(NAME, INAME, SBLOCKS)                                                                   \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, int rcount,  \
                                 MPI_Datatype rtype, MPI_Comm comm)                                         \
     {                                                                                                      \
         mbuf_t s, r;                                                                                       \
-        int n = comm_size(comm);                                                                           \
+        coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                           \
         CHECKED_ON(comm, (MPI_Request *)NULL,                                                              \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n, \
-                         rtype, 1, coll_stage(comm), "MPI_" #NAME));                                       \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, rbuf, (MPI_Count)rcount *c.n,  \
+                         rtype, &c, "MPI_" #NAME));                                                        \
         return done2(PMPI_##NAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm), &s, &r, comm,    \
                      "MPI_" #NAME);                                                                        \
     }                                                                                                      \
@@ -1405,27 +1447,27 @@ GATHER_ROOT(Scatter, Iscatter, n, 1, at_root, 1)
                                  MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req)                      \
     {                                                                                                      \
         mbuf_t s, r;                                                                                       \
-        int n = comm_size(comm);                                                                           \
+        coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                           \
         CHECKED_ON(comm, req,                                                                              \
-                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, 1, rbuf, (MPI_Count)rcount *n, \
-                         rtype, 1, coll_stage(comm), "MPI_" #INAME));                                      \
+                   prep2(&s, &r, sbuf, (MPI_Count)scount *(SBLOCKS), stype, rbuf, (MPI_Count)rcount *c.n,  \
+                         rtype, &c, "MPI_" #INAME));                                                       \
         return track2(PMPI_##INAME(wire(&s), scount, stype, wire(&r), rcount, rtype, comm, req), req, &s,  \
                       &r, "MPI_" #INAME);                                                                  \
     }
 GATHER_ALL(Allgather, Iallgather, 1)
-GATHER_ALL(Alltoall, Ialltoall, n)
+GATHER_ALL(Alltoall, Ialltoall, c.n)
 
 /* The v and w forms and reduce-scatter, blocking and non-blocking, staged
- * block by block (stage_plan_blocks). `n` blocks: one per rank of the
- * communicator (intercommunicators are not staged, coll_stage). */
+ * block by block (stage_plan_blocks). `c.n` blocks: one per rank of the
+ * communicator (intercommunicators are not staged, coll). USE: the
+ * arguments of coll after the communicator. */
 #define UNPAREN(...) __VA_ARGS__
-#define COLL_PAIR(NAME, INAME, PARAMS, PREP, ARGS)                         \
+#define COLL_PAIR(NAME, INAME, PARAMS, USE, PREP, ARGS)                    \
     PTSC_MPI_API int MPI_##NAME(UNPAREN PARAMS)                            \
     {                                                                      \
         mbuf_t s, r;                                                       \
         const char *call = "MPI_" #NAME;                                   \
-        int n = comm_size(comm), can = coll_stage(comm);                   \
-        (void)n;                                                           \
+        coll_t c = coll(comm, UNPAREN USE);                                \
         CHECKED_ON(comm, (MPI_Request *)NULL, PREP);                       \
         return done2(PMPI_##NAME(UNPAREN ARGS), &s, &r, comm, call);       \
     }                                                                      \
@@ -1433,8 +1475,7 @@ GATHER_ALL(Alltoall, Ialltoall, n)
     {                                                                      \
         mbuf_t s, r;                                                       \
         const char *call = "MPI_" #INAME;                                  \
-        int n = comm_size(comm), can = coll_stage(comm);                   \
-        (void)n;                                                           \
+        coll_t c = coll(comm, UNPAREN USE);                                \
         CHECKED_ON(comm, req, PREP);                                       \
         return track2(PMPI_##INAME(UNPAREN ARGS, req), req, &s, &r, call); \
     }
@@ -1442,41 +1483,46 @@ GATHER_ALL(Alltoall, Ialltoall, n)
 COLL_PAIR(Gatherv, Igatherv,
           (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
            const int displs[], MPI_Datatype rtype, int root, MPI_Comm comm),
-          prep2_any(&s, &r, sbuf, scount, stype, NULL, 1, rbuf, 0, rtype,
-                    &(blocks_t){n, rcounts, displs, NULL, rtype}, is_root(comm, root), can, call),
+          (sbuf, 1, rbuf, is_root(comm, root)),
+          prep2_any(&s, &r, sbuf, scount, stype, NULL, rbuf, 0, rtype,
+                    &(blocks_t){c.n, rcounts, displs, NULL, rtype}, &c, call),
           (wire(&s), scount, stype, wire(&r), rcounts, displs, rtype, root, comm))
 
 COLL_PAIR(Scatterv, Iscatterv,
           (const void *sbuf, const int scounts[], const int displs[], MPI_Datatype stype, void *rbuf,
            int rcount, MPI_Datatype rtype, int root, MPI_Comm comm),
-          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){n, scounts, displs, NULL, stype}, is_root(comm, root),
-                    rbuf, rcount, rtype, NULL, 1, can, call),
+          (sbuf, is_root(comm, root), rbuf, 1),
+          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){c.n, scounts, displs, NULL, stype}, rbuf, rcount,
+                    rtype, NULL, &c, call),
           (wire(&s), scounts, displs, stype, wire(&r), rcount, rtype, root, comm))
 
 COLL_PAIR(Allgatherv, Iallgatherv,
           (const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, const int rcounts[],
            const int displs[], MPI_Datatype rtype, MPI_Comm comm),
-          prep2_any(&s, &r, sbuf, scount, stype, NULL, 1, rbuf, 0, rtype,
-                    &(blocks_t){n, rcounts, displs, NULL, rtype}, 1, can, call),
+          (sbuf, 1, rbuf, 1),
+          prep2_any(&s, &r, sbuf, scount, stype, NULL, rbuf, 0, rtype,
+                    &(blocks_t){c.n, rcounts, displs, NULL, rtype}, &c, call),
           (wire(&s), scount, stype, wire(&r), rcounts, displs, rtype, comm))
 
 COLL_PAIR(Alltoallv, Ialltoallv,
           (const void *sbuf, const int scounts[], const int sdispls[], MPI_Datatype stype, void *rbuf,
            const int rcounts[], const int rdispls[], MPI_Datatype rtype, MPI_Comm comm),
-          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){n, scounts, sdispls, NULL, stype}, 1, rbuf, 0, rtype,
-                    &(blocks_t){n, rcounts, rdispls, NULL, rtype}, 1, can, call),
+          (sbuf, 1, rbuf, 1),
+          prep2_any(&s, &r, sbuf, 0, stype, &(blocks_t){c.n, scounts, sdispls, NULL, stype}, rbuf, 0, rtype,
+                    &(blocks_t){c.n, rcounts, rdispls, NULL, rtype}, &c, call),
           (wire(&s), scounts, sdispls, stype, wire(&r), rcounts, rdispls, rtype, comm))
 
 /* Displacements in bytes, a type per block. */
 COLL_PAIR(Alltoallw, Ialltoallw,
           (const void *sbuf, const int scounts[], const int sdispls[], const MPI_Datatype stypes[],
            void *rbuf, const int rcounts[], const int rdispls[], const MPI_Datatype rtypes[], MPI_Comm comm),
-          prep2_any(&s, &r, sbuf, 0, MPI_BYTE, &(blocks_t){n, scounts, sdispls, stypes, MPI_BYTE}, 1, rbuf, 0,
-                    MPI_BYTE, &(blocks_t){n, rcounts, rdispls, rtypes, MPI_BYTE}, 1, can, call),
+          (sbuf, 1, rbuf, 1),
+          prep2_any(&s, &r, sbuf, 0, MPI_BYTE, &(blocks_t){c.n, scounts, sdispls, stypes, MPI_BYTE}, rbuf, 0,
+                    MPI_BYTE, &(blocks_t){c.n, rcounts, rdispls, rtypes, MPI_BYTE}, &c, call),
           (wire(&s), scounts, sdispls, stypes, wire(&r), rcounts, rdispls, rtypes, comm))
 
 /* The input is the sum of the counts (in place: at rbuf), the result this
- * rank's count. */
+ * rank's count (its rank asked only where a buffer stages: c.n > 0). */
 static MPI_Count sum_counts(const int *c, int n)
 {
     MPI_Count t = 0;
@@ -1487,11 +1533,12 @@ static MPI_Count sum_counts(const int *c, int n)
 
 COLL_PAIR(Reduce_scatter, Ireduce_scatter,
           (const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm),
-          prep2(&s, &r, sbuf, sum_counts(rcounts, n), type, 1, rbuf,
-                sbuf == MPI_IN_PLACE ? sum_counts(rcounts, n)
-                : rcounts            ? rcounts[comm_rank(comm)]
+          (sbuf, 1, rbuf, 1),
+          prep2(&s, &r, sbuf, sum_counts(rcounts, c.n), type, rbuf,
+                sbuf == MPI_IN_PLACE ? sum_counts(rcounts, c.n)
+                : rcounts && c.n > 0 ? rcounts[comm_rank(comm)]
                                      : 0,
-                type, 1, can, call),
+                type, &c, call),
           (wire(&s), wire(&r), rcounts, type, op, comm))
 
 /* ------------------------------------------------------------------------ */
@@ -1509,16 +1556,7 @@ static int raise_win(MPI_Win win, int rc)
     return rc;
 }
 
-#define WIN_CHECKED(win, req, expr)            \
-    do {                                       \
-        int ptsc_rc_ = (expr);                 \
-        if (ptsc_rc_ != MPI_SUCCESS) {         \
-            MPI_Request *ptsc_req_ = (req);    \
-            if (ptsc_req_)                     \
-                *ptsc_req_ = MPI_REQUEST_NULL; \
-            return raise_win((win), ptsc_rc_); \
-        }                                      \
-    } while (0)
+#define WIN_CHECKED(win, req, expr) CHECKED_RAISE(raise_win, win, req, expr)
 
 /* The origin buffer of a one-sided call: the sync, no copy. */
 static int rma_prep(const void *buf, int count, MPI_Datatype type, int dir, const char *call)
