@@ -165,9 +165,10 @@ int main(int argc, char **argv)
                 "Staging is %s in this run, so pinned buffers are %s (see src/memory.c). Pageable host "
                 "buffers are %s.\n\n",
                 staging ? "on" : "off",
-                staging ? "cached per 4 KiB block while CUDA's memory calls are tracked, else classified afresh "
-                          "every call"
-                        : "cached per 4 KiB block",
+                staging
+                    ? "cached per 4 KiB block while CUDA's memory calls are tracked, else classified afresh "
+                      "every call"
+                    : "cached per 4 KiB block",
                 mode_env && !strcmp(mode_env, "host")
                     ? "cached per address"
                     : "cached per address while CUDA's memory calls are tracked (src/memtrack.c; ptsc-info "
