@@ -390,7 +390,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
             return;
         if (k > 0 && r->pc[0].st != P_DONE)
             return;
-        if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, &p->slot)) != PTSC_OK)
+        if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, !hdr, &p->slot)) != PTSC_OK)
             goto out;
         if (!p->slot) {
             if (!send_ring_stuck(ctx))
@@ -653,7 +653,7 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
             if (!flag)
                 return;
         }
-        if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, &p->slot)) != PTSC_OK)
+        if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, 0, &p->slot)) != PTSC_OK)
             goto out;
         if (r->staged && !p->slot)
             return;

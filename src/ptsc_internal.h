@@ -384,8 +384,11 @@ void ptsc__stage_destroy(ptsc_ctx_t *ctx);
 /* ring.c: bounded staging slots for the engine                              */
 /* ------------------------------------------------------------------------ */
 
-/* An idle slot of ring `dir`, or *slot = NULL when all are busy. */
-int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, ptsc__slot_t **slot);
+/* An idle slot for direction `dir`, or *slot = NULL when all are busy. A
+ * receive may get a slot of the send ring; a send whose first write to the
+ * slot is a copy on the context's stream (`ordered`) one whose copies are
+ * still queued there. */
+int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, int ordered, ptsc__slot_t **slot);
 /* Give a slot back: at once (no copy is queued on it), or once its event
  * completed (a copy is queued; the slot is reused only after it ran). */
 void ptsc__ring_put(ptsc__slot_t *slot);
