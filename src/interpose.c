@@ -1203,8 +1203,10 @@ PTSC_MPI_API int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, 
     mbuf_t s, r;
     CHECKED_ON(comm, (MPI_Request *)NULL, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Sendrecv"));
     int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Sendrecv");
-    if (rc != MPI_SUCCESS)
-        return done1(rc, &s, comm, "MPI_Sendrecv");
+    if (rc != MPI_SUCCESS) {
+        (void)finish(&s, 0, "MPI_Sendrecv"); /* nothing was sent: the send's copy goes */
+        return raise_on(comm, rc);
+    }
     return done2(PMPI_Sendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag,
                                comm, status),
                  &s, &r, comm, "MPI_Sendrecv");
