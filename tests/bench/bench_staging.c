@@ -2,6 +2,9 @@
  * bench_staging: how device buffers best reach another rank.
  *
  *   direct  ptsc hands the device pointer to a CUDA-aware MPI;
+ *   direct by hand  the same written by hand: cudaStreamSynchronize of the
+ *           thread's stream, then MPI_Send / MPI_Recv of the device buffer
+ *           (what ptsc's thread scope replaces);
  *   auto    ptsc's default on a CUDA-aware MPI: staged below
  *           PTSC_DIRECT_MIN, direct above (the per-message path choice);
  *   staged  ptsc copies through the per-thread staging ring, pipelined in
@@ -131,7 +134,7 @@ static double pingpong_ptsc(bench_t *b, size_t bytes, int reps)
     return bench_now() - t0;
 }
 
-enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM };
+enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM, BY_HAND_DIRECT };
 
 /* The same round trips by hand on pinned memory (or plain MPI on the host
  * buffer without a GPU): cudaMemcpy + MPI_Send / MPI_Recv + cudaMemcpy, the
@@ -139,9 +142,9 @@ enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM };
  * thread's stream with a matched receive, as ptsc stages (BY_HAND_STREAM). */
 static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
 {
-    const int on_stream = how == BY_HAND_STREAM, matched = how != BY_HAND;
-    const int n = (int)bytes, peer = 1 - b->rank;
-    void *wire = b->gpu ? b->host : b->dev, *stream = NULL;
+    const int on_stream = how == BY_HAND_STREAM, matched = how == BY_HAND_MATCHED || on_stream;
+    const int n = (int)bytes, peer = 1 - b->rank, direct = how == BY_HAND_DIRECT;
+    void *wire = b->gpu && !direct ? b->host : b->dev, *stream = NULL;
     BENCH_CHECK(ptsc_ctx_stream(b->ctx, &stream));
     double t0 = 0;
     for (int r = -2; r < reps; r++) {
@@ -151,7 +154,9 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
         }
         for (int leg = 0; leg < 2; leg++) {
             if ((leg == 0) == (b->rank == 0)) {
-                if (b->gpu && on_stream) {
+                if (b->gpu && direct) {
+                    BENCH_CHECK(bench_gpu_stream_sync(stream));
+                } else if (b->gpu && on_stream) {
                     BENCH_CHECK(bench_gpu_copy_async(b->host, b->dev, bytes, stream));
                     BENCH_CHECK(bench_gpu_stream_sync(stream));
                 } else if (b->gpu) {
@@ -167,7 +172,9 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
                 } else {
                     MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
-                if (b->gpu && on_stream) /* the next copy on the stream is ordered after it */
+                if (direct)
+                    ;
+                else if (b->gpu && on_stream) /* the next copy on the stream is ordered after it */
                     BENCH_CHECK(bench_gpu_copy_async(b->dev, b->host, bytes, stream));
                 else if (b->gpu)
                     BENCH_CHECK(bench_gpu_memcpy(b->dev, b->host, bytes));
@@ -285,6 +292,8 @@ int main(int argc, char **argv)
             printf(
                 "Median of %d interleaved rounds per column.\n\n| size | manual (cudaMemcpy + MPI) | matched "
                 "(manual, receive by MPI_Mprobe + MPI_Mrecv) | stream (by hand as ptsc stages) | direct | "
+                "direct "
+                "by hand (stream sync + MPI) | "
                 "auto "
                 "(staged below %s) |",
                 b.quick ? 1 : ROUNDS, bench_size_text(auto_dmin, cs, sizeof cs));
@@ -292,17 +301,19 @@ int main(int argc, char **argv)
                 printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
             printf(
                 " best staged / manual | best staged / stream | direct / manual | auto / max(manual, direct) "
-                "| auto / max(matched, direct) |\n|---:|---:|---:|---:|---:|---:|");
+                "| auto / max(matched, direct) | direct / direct by hand "
+                "|\n|---:|---:|---:|---:|---:|---:|---:|");
             for (int c = 0; c < nchunks; c++)
                 printf("---:|");
-            printf("---:|---:|---:|---:|---:|\n");
+            printf("---:|---:|---:|---:|---:|---:|\n");
         } else {
             printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
         }
     }
 
-    /* Columns: manual, matched, stream, direct, auto, then staged per chunk. */
-    enum { C_MANUAL, C_MATCHED, C_STREAM, C_DIRECT, C_AUTO, C_STAGED };
+    /* Columns: manual, matched, stream, direct, direct by hand, auto, then
+     * staged per chunk. */
+    enum { C_MANUAL, C_MATCHED, C_STREAM, C_DIRECT, C_DHAND, C_AUTO, C_STAGED };
     const int rounds = b.quick ? 1 : ROUNDS;
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         const int reps = (reps_for(bytes, b.quick) + rounds - 1) / rounds;
@@ -317,6 +328,7 @@ int main(int argc, char **argv)
                 set_path(&b, 0, saved_chunk, 0);
                 v[C_DIRECT][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
                 if (b.gpu) {
+                    v[C_DHAND][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_DIRECT));
                     set_path(&b, 0, saved_chunk, auto_dmin < saved_chunk ? auto_dmin : saved_chunk);
                     v[C_AUTO][k] = gbps(bytes, reps, pingpong_ptsc(&b, bytes, reps));
                 }
@@ -343,19 +355,19 @@ int main(int argc, char **argv)
             printf("| %s | %.2f | %.2f | %.2f | ", bench_size_text(bytes, sz, sizeof sz), manual,
                    col[C_MATCHED], col[C_STREAM]);
             if (direct_ok)
-                printf("%.2f | %.2f |", direct, col[C_AUTO]);
+                printf("%.2f | %.2f | %.2f |", direct, col[C_DHAND], col[C_AUTO]);
             else
-                printf("skipped | skipped |");
+                printf("skipped | skipped | skipped |");
             for (int c = 0; c < nchunks; c++)
                 printf(" %.2f |", col[C_STAGED + c]);
             printf(" %.2f | %.2f |", best / manual, best / col[C_STREAM]);
             double matched = col[C_MATCHED];
             if (direct_ok)
-                printf(" %.2f | %.2f | %.2f |\n", direct / manual,
+                printf(" %.2f | %.2f | %.2f | %.2f |\n", direct / manual,
                        col[C_AUTO] / (direct > manual ? direct : manual),
-                       col[C_AUTO] / (direct > matched ? direct : matched));
+                       col[C_AUTO] / (direct > matched ? direct : matched), direct / col[C_DHAND]);
             else
-                printf(" - | - | - |\n");
+                printf(" - | - | - | - |\n");
             fflush(stdout);
         }
     }
