@@ -2,6 +2,10 @@
  * bench_staging: how device buffers best reach another rank.
  *
  *   direct  ptsc hands the device pointer to a CUDA-aware MPI;
+ *   ceiling the lower of two bandwidths measured in the same rounds: MPI's
+ *           own ping-pong of the pinned host buffer (no device copy) and a
+ *           device-to-host cudaMemcpy of the size (rank 0 alone); no staged
+ *           path can beat it. Reported as best staged / ceiling;
  *   direct by hand  the same written by hand: cudaStreamSynchronize of the
  *           thread's stream, then MPI_Send / MPI_Recv of the device buffer
  *           (what ptsc's thread scope replaces);
@@ -134,7 +138,7 @@ static double pingpong_ptsc(bench_t *b, size_t bytes, int reps)
     return bench_now() - t0;
 }
 
-enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM, BY_HAND_DIRECT };
+enum { BY_HAND, BY_HAND_MATCHED, BY_HAND_STREAM, BY_HAND_DIRECT, BY_HAND_HOST };
 
 /* The same round trips by hand on pinned memory (or plain MPI on the host
  * buffer without a GPU): cudaMemcpy + MPI_Send / MPI_Recv + cudaMemcpy, the
@@ -144,6 +148,7 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
 {
     const int on_stream = how == BY_HAND_STREAM, matched = how == BY_HAND_MATCHED || on_stream;
     const int n = (int)bytes, peer = 1 - b->rank, direct = how == BY_HAND_DIRECT;
+    const int host_only = how == BY_HAND_HOST; /* MPI alone, on the pinned buffer */
     void *wire = b->gpu && !direct ? b->host : b->dev, *stream = NULL;
     BENCH_CHECK(ptsc_ctx_stream(b->ctx, &stream));
     double t0 = 0;
@@ -154,7 +159,9 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
         }
         for (int leg = 0; leg < 2; leg++) {
             if ((leg == 0) == (b->rank == 0)) {
-                if (b->gpu && direct) {
+                if (host_only) {
+                    ;
+                } else if (b->gpu && direct) {
                     BENCH_CHECK(bench_gpu_stream_sync(stream));
                 } else if (b->gpu && on_stream) {
                     BENCH_CHECK(bench_gpu_copy_async(b->host, b->dev, bytes, stream));
@@ -172,7 +179,7 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
                 } else {
                     MPI_Recv(wire, n, MPI_BYTE, peer, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 }
-                if (direct)
+                if (direct || host_only)
                     ;
                 else if (b->gpu && on_stream) /* the next copy on the stream is ordered after it */
                     BENCH_CHECK(bench_gpu_copy_async(b->dev, b->host, bytes, stream));
@@ -187,6 +194,24 @@ static double pingpong_manual(bench_t *b, size_t bytes, int reps, int how)
 }
 
 #define ROUNDS 5
+
+/* GB/s of a device-to-host cudaMemcpy of `bytes` into the pinned buffer,
+ * on rank 0 alone (the ranks share the GPU; in a ping-pong one rank copies
+ * at a time); rank 1 gets 0. */
+static double d2h_gbps(bench_t *b, size_t bytes, int reps)
+{
+    double t = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (b->rank == 0) {
+        BENCH_CHECK(bench_gpu_memcpy(b->host, b->dev, bytes)); /* warm */
+        double t0 = bench_now();
+        for (int r = 0; r < reps; r++)
+            BENCH_CHECK(bench_gpu_memcpy(b->host, b->dev, bytes));
+        t = bench_now() - t0;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    return t > 0 ? (double)bytes * reps / t / 1e9 : 0;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -300,20 +325,21 @@ int main(int argc, char **argv)
             for (int c = 0; c < nchunks; c++)
                 printf(" staged, chunk %s |", bench_size_text(chunks[c], cs, sizeof cs));
             printf(
-                " best staged / manual | best staged / stream | direct / manual | auto / max(manual, direct) "
-                "| auto / max(matched, direct) | direct / direct by hand "
-                "|\n|---:|---:|---:|---:|---:|---:|---:|");
+                " MPI host (pinned, no copy) | D2H copy | best staged / manual | best staged / stream | best "
+                "staged / ceiling | direct / manual | auto / max(manual, direct) | auto / max(matched, "
+                "direct) "
+                "| direct / direct by hand |\n|---:|---:|---:|---:|---:|---:|---:|");
             for (int c = 0; c < nchunks; c++)
                 printf("---:|");
-            printf("---:|---:|---:|---:|---:|---:|\n");
+            printf("---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         } else {
             printf("| size | MPI GB/s | ptsc GB/s | ptsc / MPI |\n|---:|---:|---:|---:|\n");
         }
     }
 
-    /* Columns: manual, matched, stream, direct, direct by hand, auto, then
-     * staged per chunk. */
-    enum { C_MANUAL, C_MATCHED, C_STREAM, C_DIRECT, C_DHAND, C_AUTO, C_STAGED };
+    /* Columns: manual, matched, stream, direct, direct by hand, auto, MPI on
+     * the host buffer, the device-to-host copy, then staged per chunk. */
+    enum { C_MANUAL, C_MATCHED, C_STREAM, C_DIRECT, C_DHAND, C_AUTO, C_HOST, C_D2H, C_STAGED };
     const int rounds = b.quick ? 1 : ROUNDS;
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         const int reps = (reps_for(bytes, b.quick) + rounds - 1) / rounds;
@@ -323,6 +349,8 @@ int main(int argc, char **argv)
             if (b.gpu) {
                 v[C_MATCHED][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_MATCHED));
                 v[C_STREAM][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_STREAM));
+                v[C_HOST][k] = gbps(bytes, reps, pingpong_manual(&b, bytes, reps, BY_HAND_HOST));
+                v[C_D2H][k] = d2h_gbps(&b, bytes, reps);
             }
             if (direct_ok) {
                 set_path(&b, 0, saved_chunk, 0);
@@ -360,7 +388,9 @@ int main(int argc, char **argv)
                 printf("skipped | skipped | skipped |");
             for (int c = 0; c < nchunks; c++)
                 printf(" %.2f |", col[C_STAGED + c]);
-            printf(" %.2f | %.2f |", best / manual, best / col[C_STREAM]);
+            double ceiling = col[C_HOST] < col[C_D2H] ? col[C_HOST] : col[C_D2H];
+            printf(" %.2f | %.2f | %.2f | %.2f | %.2f |", col[C_HOST], col[C_D2H], best / manual,
+                   best / col[C_STREAM], best / ceiling);
             double matched = col[C_MATCHED];
             if (direct_ok)
                 printf(" %.2f | %.2f | %.2f | %.2f |\n", direct / manual,
