@@ -8,7 +8,7 @@
  *
  *  - a range table keyed by 4 KiB block (address >> 12) for the classes
  *    that need a sync: DEVICE and MANAGED, and PINNED when nothing is
- *    staged. One entry covers every offset into its block, so a halo
+ *    staged or CUDA's memory calls are tracked. One entry covers every offset into its block, so a halo
  *    exchange at many offsets into one allocation hits after one miss per
  *    block it touches.
  *  - an exact table keyed by address for pageable HOST answers, used with

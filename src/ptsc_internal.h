@@ -389,8 +389,9 @@ void ptsc__stage_destroy(ptsc_ctx_t *ctx);
  * slot is a copy on the context's stream (`ordered`) one whose copies are
  * still queued there. */
 int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, int ordered, ptsc__slot_t **slot);
-/* Give a slot back: at once (no copy is queued on it), or once its event
- * completed (a copy is queued; the slot is reused only after it ran). */
+/* Give a slot back: at once (no copy is queued on it), or with a copy still
+ * queued (the slot is reused only after it ran, or by an `ordered` send,
+ * whose copy the stream orders after it). */
 void ptsc__ring_put(ptsc__slot_t *slot);
 void ptsc__ring_put_after(ptsc__slot_t *slot);
 /* Free the slots whose queued copies completed (an event query each). */

@@ -11,9 +11,16 @@
  * send slot (ptsc__ring_get says why); it holds it only while a message
  * that was already sent arrives, so that rule still holds.
  *
- * A slot is handed out only when idle; the engine gives it back only after
- * every copy queued on it ran (it waits on the slot's event), so a slot is
- * never rewritten under a copy, on error paths included.
+ * A slot is handed out when idle, or, to a send whose first write to it is
+ * a copy on the context's stream, with copies still queued on that stream
+ * (the new copy runs after them). Otherwise the engine gives a slot back
+ * only after every copy queued on it ran (it waits on the slot's event),
+ * so a slot is never rewritten under a copy, on error paths included.
+ * That stream order assumes the slot's copies come from one stream: with
+ * PTSC_STREAM=per-thread, a context drained by another thread (thread exit
+ * or finalize, context.c) queues on that thread's per-thread stream, which
+ * is not ordered with the owner's; such a drain should not take a slot
+ * with copies queued (not guarded yet).
  *
  * Without a device (PTSC_STAGING=always on a CPU-only machine) the slots are
  * plain memory, copies are memcpy and events are always complete: the same
