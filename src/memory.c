@@ -8,9 +8,9 @@
  *
  *  - a range table keyed by 4 KiB block (address >> 12) for the classes
  *    that need a sync: DEVICE and MANAGED, and PINNED when nothing is
- *    staged or CUDA's memory calls are tracked. One entry covers every offset into its block, so a halo
- *    exchange at many offsets into one allocation hits after one miss per
- *    block it touches.
+ *    staged or CUDA's memory calls are tracked. One entry covers every
+ *    offset into its block, so a halo exchange at many offsets into one
+ *    allocation hits after one miss per block it touches.
  *  - an exact table keyed by address for pageable HOST answers, used with
  *    PTSC_MEM_CACHE=host (the fast mode below) and, in the default mode,
  *    when CUDA's memory calls are tracked (below).
