@@ -403,13 +403,13 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
             memcpy(p->slot->host, &r->hdr, PTSC__HDR_BYTES);
         p->st = P_COPY;
         *moved = 1;
-        rc = ptsc__ring_copy(ctx, p->slot, p->slot->host + hdr, r->user + off, len);
+        rc = ptsc__ring_copy(ctx, p->slot, p->slot->host + hdr, r->user + off, len, 0);
         if (rc != PTSC_OK || ptsc__g.ndevices > 0)
             goto out; /* a device copy just queued has not run: ask on a later pass */
     }
     if (p->st == P_COPY && p->slot) {
         int done = 0;
-        if ((rc = ptsc__ring_done(p->slot, &done)) != PTSC_OK || !done)
+        if ((rc = ptsc__ring_done(ctx, p->slot, &done)) != PTSC_OK || !done)
             goto out;
     }
     if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted && (k > 0 || may_post_first(r))) {
@@ -506,8 +506,12 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
     if (!fit)
         return PTSC_OK;
     piece_t *p = &r->pc[k];
+    /* The event after a message's last copy out of a slot is recorded only
+     * when someone asks (ring.c): in a ping-pong the thread's next send
+     * takes that slot in stream order and never asks. Earlier pieces'
+     * slots are wanted back by the later pieces of the same message. */
     if (p->slot)
-        return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit);
+        return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit, k == r->npieces - 1);
     /* From scratch memory (a message that came beside the buffer), freed
      * next; a direct device receive needs the device to copy. */
     return copy_now(r->ctx, r->user + off, data, fit, r->cls == PTSC_MEM_DEVICE);
@@ -705,7 +709,7 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
         /* A device receive is complete once its copy is queued on the
          * thread's stream; the slot returns when the copy ran. Managed
          * memory may be read by the host at once: wait for it. */
-        if (p->slot && r->cls == PTSC_MEM_MANAGED && (rc = ptsc__ring_wait(p->slot)) != PTSC_OK)
+        if (p->slot && r->cls == PTSC_MEM_MANAGED && (rc = ptsc__ring_wait(r->ctx, p->slot)) != PTSC_OK)
             goto out;
         if (p->slot)
             ptsc__ring_put_after(p->slot);
@@ -849,7 +853,7 @@ static void abandon(struct ptsc_request *r)
             free(tmp);
         }
         if (p->slot) {
-            (void)ptsc__ring_wait(p->slot);
+            (void)ptsc__ring_wait(r->ctx, p->slot);
             ptsc__ring_put(p->slot);
             p->slot = NULL;
         }
@@ -1143,7 +1147,7 @@ static void wait_lone_copy(struct ptsc_request *r)
     for (struct ptsc_request *q = r->ctx->active; q; q = q->anext)
         if (q != r && q->state != R_DONE)
             return;
-    (void)ptsc__ring_wait(r->pc[0].slot);
+    (void)ptsc__ring_wait(r->ctx, r->pc[0].slot);
 }
 
 int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)

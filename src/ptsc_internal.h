@@ -156,7 +156,9 @@ typedef struct {
     char *host;  /* NULL until first used */
     void *event; /* recorded after the copies queued on the slot */
     int busy;
-    int ran; /* the event was seen complete since the last copy (no query needed) */
+    int ran;      /* the event was seen complete since the last copy (no query needed) */
+    int unrec;    /* a copy out of the slot is queued with no event after it yet (ring.c) */
+    pthread_t by; /* the thread that queued the last copy (its stream, PTSC_STREAM=per-thread) */
 } ptsc__slot_t;
 
 typedef struct {
@@ -396,12 +398,14 @@ void ptsc__ring_put(ptsc__slot_t *slot);
 void ptsc__ring_put_after(ptsc__slot_t *slot);
 /* Free the slots whose queued copies completed (an event query each). */
 void ptsc__ring_reclaim(ptsc_ctx_t *ctx);
-/* Copy on the context's stream (memcpy without a device) and record the slot's event. */
-int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n);
+/* Copy on the context's stream (memcpy without a device) and record the
+ * slot's event, or, with `lazy`, record it only once someone asks whether
+ * the copy ran (ring.c says when that pays). */
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n, int lazy);
 /* Whether the copies queued on the slot ran: an event query, unless one
  * already saw them complete; ptsc__ring_wait blocks until they did. */
-int ptsc__ring_done(ptsc__slot_t *slot, int *done);
-int ptsc__ring_wait(ptsc__slot_t *slot);
+int ptsc__ring_done(ptsc_ctx_t *ctx, ptsc__slot_t *slot, int *done);
+int ptsc__ring_wait(ptsc_ctx_t *ctx, ptsc__slot_t *slot);
 /* Free both rings (their copies are waited for). */
 void ptsc__ring_destroy(ptsc_ctx_t *ctx);
 

@@ -16,11 +16,19 @@
  * (the new copy runs after them). Otherwise the engine gives a slot back
  * only after every copy queued on it ran (it waits on the slot's event),
  * so a slot is never rewritten under a copy, on error paths included.
- * That stream order assumes the slot's copies come from one stream: with
- * PTSC_STREAM=per-thread, a context drained by another thread (thread exit
- * or finalize, context.c) queues on that thread's per-thread stream, which
- * is not ordered with the owner's; such a drain should not take a slot
- * with copies queued (not guarded yet).
+ * That stream order holds only where the queued copies and the new one go
+ * to the same stream: with PTSC_STREAM=per-thread, a context drained by
+ * another thread (ptsc_finalize, context.c) queues on that thread's own
+ * per-thread stream, so a slot remembers which thread queued its last copy
+ * and is taken in stream order only by that thread (same_stream).
+ *
+ * The event after a message's last copy out of a slot (device-bound) is
+ * recorded lazily, when someone first asks whether the slot is free: in a
+ * ping-pong the thread's next send takes that slot in stream order and
+ * never asks, which saved an event record per message (about 1 us per
+ * round trip on the H200). Recorded late, the event also covers work the
+ * program queued on the stream since; that only delays a slot the
+ * thread's later copies would queue behind anyway.
  *
  * Without a device (PTSC_STAGING=always on a CPU-only machine) the slots are
  * plain memory, copies are memcpy and events are always complete: the same
@@ -33,14 +41,37 @@
 
 static int have_gpu(void) { return ptsc__g.ndevices > 0; }
 
+/* Whether a copy queued now on ctx's stream is ordered after the copies
+ * queued on slot s: the same stream, unless the stream is the per-thread
+ * default stream and another thread queued them. */
+static int same_stream(const ptsc_ctx_t *ctx, const ptsc__slot_t *s)
+{
+    return ctx->stream_kind != PTSC_STREAM_PER_THREAD || pthread_equal(s->by, pthread_self());
+}
+
+/* Record the event a lazy copy left out. On another thread's per-thread
+ * stream it cannot be recorded from here: wait for the whole device
+ * (drains at finalize only). */
+static int settle(ptsc_ctx_t *ctx, ptsc__slot_t *s)
+{
+    if (!s->unrec)
+        return PTSC_OK;
+    s->unrec = 0;
+    if (same_stream(ctx, s))
+        return ptsc__gpu_event_record(s->event, ctx->stream);
+    int rc = ptsc__gpu_device_sync();
+    s->ran = rc == PTSC_OK;
+    return rc;
+}
+
 static size_t slot_bytes(void) { return ptsc__g.cfg.staging_chunk + PTSC__HDR_BYTES; }
 
-static void slot_free(ptsc__slot_t *s)
+static void slot_free(ptsc_ctx_t *ctx, ptsc__slot_t *s)
 {
     if (!s->host)
         return;
     if (have_gpu()) {
-        (void)ptsc__gpu_event_sync(s->event);
+        (void)ptsc__ring_wait(ctx, s);
         ptsc__gpu_event_destroy(s->event);
         ptsc__gpu_host_free(s->host);
     } else {
@@ -77,11 +108,12 @@ static int ring_init(ptsc__ring_t *r)
     return PTSC_OK;
 }
 
-/* A slot of ring r that is allocated and has `busy` state b, or NULL. */
-static ptsc__slot_t *find(ptsc__ring_t *r, int b)
+/* A slot of ring r that is allocated and idle (b = 0), or has copies
+ * queued on ctx's stream (b = 2), or NULL. */
+static ptsc__slot_t *find(const ptsc_ctx_t *ctx, ptsc__ring_t *r, int b)
 {
     for (int i = 0; i < r->n; i++)
-        if (r->slots[i].busy == b && r->slots[i].host)
+        if (r->slots[i].busy == b && r->slots[i].host && (b != 2 || same_stream(ctx, &r->slots[i])))
             return &r->slots[i];
     return NULL;
 }
@@ -105,19 +137,19 @@ int ptsc__ring_get(ptsc_ctx_t *ctx, int dir, int ordered, ptsc__slot_t **out)
     if (rc != PTSC_OK)
         return rc;
     if (dir == PTSC__RING_RECV)
-        *out = find(send, 0);
+        *out = find(ctx, send, 0);
     else if (ordered)
-        *out = find(send, 2);
+        *out = find(ctx, send, 2);
     /* A free slot, then one whose copies completed (an event query, which
      * ptsc__ring_reclaim normally did already), then a new one. */
     if (!*out)
-        *out = find(r, 0);
+        *out = find(ctx, r, 0);
     ptsc__slot_t *fresh = NULL;
     for (int i = 0; i < r->n && !*out; i++) {
         ptsc__slot_t *s = &r->slots[i];
         if (s->busy == 2) {
             int done = 0;
-            if ((rc = ptsc__ring_done(s, &done)) != PTSC_OK)
+            if ((rc = ptsc__ring_done(ctx, s, &done)) != PTSC_OK)
                 return rc;
             if (done)
                 *out = s;
@@ -147,7 +179,7 @@ void ptsc__ring_reclaim(ptsc_ctx_t *ctx)
         ptsc__ring_t *r = &ctx->ring[d];
         for (int i = 0; r->slots && i < r->n; i++) {
             int done = 0;
-            if (r->slots[i].busy == 2 && ptsc__ring_done(&r->slots[i], &done) == PTSC_OK && done)
+            if (r->slots[i].busy == 2 && ptsc__ring_done(ctx, &r->slots[i], &done) == PTSC_OK && done)
                 r->slots[i].busy = 0;
         }
     }
@@ -165,7 +197,7 @@ void ptsc__ring_put_after(ptsc__slot_t *s)
         s->busy = 2;
 }
 
-int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n)
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n, int lazy)
 {
     ptsc__nvtx_push_copy((uintptr_t)dst - (uintptr_t)s->host <= PTSC__HDR_BYTES, n); /* into the slot: D2H */
     if (!have_gpu()) {
@@ -175,8 +207,10 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
         return ptsc__nvtx_pop_rc(PTSC_OK);
     }
     s->ran = 0;
+    s->by = pthread_self();
     int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
-    if (rc == PTSC_OK)
+    s->unrec = rc == PTSC_OK && lazy;
+    if (rc == PTSC_OK && !lazy)
         rc = ptsc__gpu_event_record(s->event, ctx->stream);
     if (rc == PTSC_OK)
         ctx->stats.staged_bytes += n;
@@ -185,21 +219,27 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
 
 /* An event query costs 1.5-1.8 us on the H200: once one saw the copies
  * complete, the slot remembers it until its next copy. */
-int ptsc__ring_done(ptsc__slot_t *s, int *done)
+int ptsc__ring_done(ptsc_ctx_t *ctx, ptsc__slot_t *s, int *done)
 {
     *done = 1;
     if (!have_gpu() || s->ran)
         return PTSC_OK;
-    int rc = ptsc__gpu_event_done(s->event, done);
+    int rc = settle(ctx, s);
+    if (rc != PTSC_OK || s->ran)
+        return rc;
+    rc = ptsc__gpu_event_done(s->event, done);
     s->ran = rc == PTSC_OK && *done;
     return rc;
 }
 
-int ptsc__ring_wait(ptsc__slot_t *s)
+int ptsc__ring_wait(ptsc_ctx_t *ctx, ptsc__slot_t *s)
 {
     if (!have_gpu() || s->ran)
         return PTSC_OK;
-    int rc = ptsc__gpu_event_sync(s->event);
+    int rc = settle(ctx, s);
+    if (rc != PTSC_OK || s->ran)
+        return rc;
+    rc = ptsc__gpu_event_sync(s->event);
     s->ran = rc == PTSC_OK;
     return rc;
 }
@@ -209,7 +249,7 @@ void ptsc__ring_destroy(ptsc_ctx_t *ctx)
     for (int d = 0; d < 2; d++) {
         ptsc__ring_t *r = &ctx->ring[d];
         for (int i = 0; r->slots && i < r->n; i++)
-            slot_free(&r->slots[i]);
+            slot_free(ctx, &r->slots[i]);
         free(r->slots);
         r->slots = NULL;
         r->n = 0;
