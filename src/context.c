@@ -55,6 +55,7 @@ static void free_own_ctx(ptsc_ctx_t *ctx)
     pthread_mutex_lock(&ptsc__g.lock);
     add_stats(&ptsc__g.retired[ctx->index], &ctx->stats);
     ptsc__g.slots[ctx->index] = NULL;
+    atomic_fetch_sub(&ptsc__g.nheld, 1);
     end_transit();
     pthread_mutex_unlock(&ptsc__g.lock);
     if (ptsc__tls()->ctx == ctx)
@@ -82,6 +83,7 @@ int ptsc__ctx_setup(void)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: thread slots");
     }
     ptsc__g.transit = 0;
+    atomic_store(&ptsc__g.nheld, 0);
     return PTSC_OK;
 }
 
@@ -180,6 +182,7 @@ static int reserve(int index, int lazy, ptsc_ctx_t *ctx, const char *call)
         ctx->lazy = lazy;
         ctx->owner = pthread_self();
         ptsc__g.slots[index] = ctx; /* reserved; filled in by attach, outside the lock */
+        atomic_fetch_add(&ptsc__g.nheld, 1);
         ptsc__g.transit++;
     }
     pthread_mutex_unlock(&ptsc__g.lock);
@@ -208,8 +211,10 @@ static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
             rc = ptsc__gpu_stream_bind(ctx->stream_kind, &ctx->stream);
     }
     pthread_mutex_lock(&ptsc__g.lock);
-    if (rc != PTSC_OK)
+    if (rc != PTSC_OK) {
         ptsc__g.slots[index] = NULL;
+        atomic_fetch_sub(&ptsc__g.nheld, 1);
+    }
     end_transit();
     pthread_mutex_unlock(&ptsc__g.lock);
     if (rc != PTSC_OK) {

@@ -46,7 +46,9 @@
  * messages of a thread overlap; a thread that waits drives all of them.
  * A receive is complete when its data is in MPI's hands or queued on the
  * thread's stream: the next kernel there sees it (managed memory is waited
- * for, so that the host may read it at once).
+ * for, so that the host may read it at once). Blocking calls of a thread
+ * with nothing in flight skip the request where one MPI call does the
+ * same (see send_staged_now).
  */
 #include "ptsc_internal.h"
 
@@ -403,7 +405,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
             memcpy(p->slot->host, &r->hdr, PTSC__HDR_BYTES);
         p->st = P_COPY;
         *moved = 1;
-        rc = ptsc__ring_copy(ctx, p->slot, p->slot->host + hdr, r->user + off, len, 0);
+        rc = ptsc__ring_copy(ctx, p->slot, p->slot->host + hdr, r->user + off, len, PTSC__COPY_RECORD);
         if (rc != PTSC_OK || ptsc__g.ndevices > 0)
             goto out; /* a device copy just queued has not run: ask on a later pass */
     }
@@ -511,7 +513,8 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
      * takes that slot in stream order and never asks. Earlier pieces'
      * slots are wanted back by the later pieces of the same message. */
     if (p->slot)
-        return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit, k == r->npieces - 1);
+        return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit,
+                               k == r->npieces - 1 ? PTSC__COPY_LAZY : PTSC__COPY_RECORD);
     /* From scratch memory (a message that came beside the buffer), freed
      * next; a direct device receive needs the device to copy. */
     return copy_now(r->ctx, r->user + off, data, fit, r->cls == PTSC_MEM_DEVICE);
@@ -1229,15 +1232,62 @@ int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call)
 /* Blocking calls without a request where the path allows                    */
 /* ------------------------------------------------------------------------ */
 
+/* Blocking calls with nothing of the thread in flight need no request
+ * object: nothing else must progress meanwhile and no earlier message
+ * orders them. A staged message of one piece then goes as a program writes
+ * it by hand: the copy and a stream sync, one blocking MPI call, the copy
+ * back queued on the stream (a request's event record, polled MPI calls
+ * and progress passes cost a 64 KiB staged ping-pong 2-4 % on the H200).
+ * Only for a thread alone in its rank: threads blocked in Open MPI's
+ * blocking calls wait on each other's progress, which cost 8 threads of
+ * staged traffic 97 % of their message rate (docs/design.md).
+ * *done = 0 where it cannot (no slot is free now): the caller takes the
+ * request's way. */
+static int alone(void) { return atomic_load_explicit(&ptsc__g.nheld, memory_order_relaxed) == 1; }
+
+static int send_staged_now(ptsc_ctx_t *ctx, const void *buf, size_t bytes, ptsc_memclass_t cls, int rank,
+                           int thread, int tag, const char *call, int *done)
+{
+    ptsc__slot_t *s = NULL;
+    int rc = ptsc__sync_buffer(ctx, cls, 1, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__ring_get(ctx, PTSC__RING_SEND, 1, &s);
+    if (rc != PTSC_OK || !s)
+        return rc;
+    *done = 1;
+    if ((rc = ptsc__ring_copy(ctx, s, s->host, buf, bytes, PTSC__COPY_SYNC)) != PTSC_OK) {
+        ptsc__ring_put_after(s);
+        return rc;
+    }
+    ptsc__addr_t a;
+    ptsc__lanes_send_addr(ctx->index, rank, thread, tag, &a);
+    ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, 1);
+    ptsc__wait_begin(ctx, call, PTSC__WAIT_SEND, rank, thread, tag, bytes);
+    int mrc = MPI_Send(s->host, (int)bytes, MPI_BYTE, a.rank, a.tag, a.comm);
+    ptsc__wait_end(ctx);
+    ptsc__nvtx_pop();
+    ptsc__ring_put(s);
+    if (mrc != MPI_SUCCESS)
+        return ptsc__err_mpi(mrc, call);
+    ctx->stats.sends++;
+    ctx->stats.bytes_sent += bytes;
+    return PTSC_OK;
+}
+
 int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                       int thread, int tag, const char *call)
 {
-    /* Host memory, nothing of this thread in flight, no framing: one plain
-     * MPI message with no request object. */
+    /* Nothing of this thread in flight, no framing: one plain MPI message
+     * with no request object, from the caller's memory (host) or from a
+     * ring slot (staged, one piece). */
     if (!ctx->active && (!ptsc__g.framed || bytes <= chunk())) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
-        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK, done = 0;
         if (rc != PTSC_OK)
+            return rc;
+        if (bytes <= chunk() && alone() && choose_staged(ctx, cls, bytes, 1) &&
+            ptsc__type_is_contiguous(type) &&
+            ((rc = send_staged_now(ctx, buf, bytes, cls, rank, thread, tag, call, &done)) != PTSC_OK || done))
             return rc;
         if ((cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) && !choose_staged(ctx, cls, bytes, 1)) {
             if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
@@ -1261,8 +1311,9 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
     return rc != PTSC_OK ? rc : ptsc__engine_wait(r, NULL);
 }
 
-/* A blocking receive whose message a probe already matched but which does
- * not fit: through a request, which takes it beside the buffer. */
+/* A blocking receive whose message a probe already matched but which needs
+ * a request (it does not fit, it is framed, or no slot is free now): the
+ * message is stashed, and the request takes it from there. */
 static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                         int thread, int tag, MPI_Message msg, const MPI_Status *st, ptsc_info_t *info,
                         const char *call)
@@ -1285,18 +1336,73 @@ static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type
     return rc != PTSC_OK ? rc : ptsc__engine_wait(r, info);
 }
 
+/* The receive side of send_staged_now: a blocking matched probe, then a
+ * message of one piece that fits is received into a slot and its copy
+ * queued on the stream; anything else (framed, larger than the receive or
+ * than a slot, no slot free) goes the request's way with the message
+ * matched. *done = 0 only where nothing was received. */
+static int recv_staged_now(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes,
+                           ptsc_memclass_t cls, int rank, int thread, int tag, ptsc_info_t *info,
+                           const char *call, int *done)
+{
+    int rc = ptsc__sync_buffer(ctx, cls, 1, call);
+    if (rc != PTSC_OK)
+        return rc;
+    *done = 1;
+    ptsc__addr_t a;
+    MPI_Status st;
+    st.MPI_SOURCE = rank == PTSC_ANY_RANK ? -1 : rank;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    ptsc__slot_t *s = NULL;
+    ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
+    ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, 1);
+    ptsc__wait_begin(ctx, call, PTSC__WAIT_RECV, rank, thread, tag, bytes);
+    int mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
+    size_t n = mrc == MPI_SUCCESS ? status_bytes(&st) : 0;
+    /* A slot's failure shows again on the request's way. */
+    if (mrc == MPI_SUCCESS && n <= bytes && n <= chunk() &&
+        ptsc__ring_get(ctx, PTSC__RING_RECV, 0, &s) == PTSC_OK && s)
+        mrc = MPI_Mrecv(s->host, (int)n, MPI_BYTE, &msg, &st);
+    ptsc__wait_end(ctx);
+    ptsc__nvtx_pop();
+    if (mrc == MPI_SUCCESS && !s)
+        return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info, call);
+    ctx->stats.recvs++;
+    if (mrc != MPI_SUCCESS) {
+        ptsc__ring_put(s); /* nothing was copied from it */
+        rc = mpi_status(mrc, call);
+        if (info)
+            *info = (ptsc_info_t){st.MPI_SOURCE, thread, tag, rc, 0};
+        return rc;
+    }
+    /* Managed memory may be read by the host at once: wait for the copy. */
+    rc =
+        ptsc__ring_copy(ctx, s, buf, s->host, n, cls == PTSC_MEM_MANAGED ? PTSC__COPY_SYNC : PTSC__COPY_LAZY);
+    ptsc__ring_put_after(s);
+    ctx->stats.bytes_recv += n;
+    if (info)
+        *info = (ptsc_info_t){st.MPI_SOURCE, thread, tag, rc, n};
+    return rc;
+}
+
 int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                       int thread, int tag, ptsc_info_t *info, const char *call)
 {
     /* Host memory, nothing of this thread in flight, no framing: one MPI
      * receive with no request object (guarded: a blocking matched probe
      * first, and a message that does not fit goes the request's way). */
-    if (!ctx->active && !ctx->stash && !ptsc__g.framed) {
+    if (!ctx->active && !ctx->stash) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
-        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+        int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK, done = 0;
         if (rc != PTSC_OK)
             return rc;
-        if (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) {
+        if (alone() && choose_staged(ctx, cls, bytes, 1) && ptsc__type_is_contiguous(type) &&
+            ((rc = recv_staged_now(ctx, buf, count, type, bytes, cls, rank, thread, tag, info, call,
+                                   &done)) != PTSC_OK ||
+             done))
+            return rc;
+        if (!ptsc__g.framed && (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) &&
+            !choose_staged(ctx, cls, bytes, 1)) {
             if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
                 return rc;
             ptsc__addr_t a;

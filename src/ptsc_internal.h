@@ -213,6 +213,7 @@ typedef struct {
     pthread_cond_t cond;  /* signalled when transit drops to 0 and when an init ends */
     int transit;          /* contexts being attached or released by their own thread (context.c) */
     ptsc_ctx_t **slots;
+    atomic_int nheld;      /* slots[] entries that are not NULL (context.c); read without the lock */
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
     pthread_key_t key;
     atomic_ullong mem_epoch; /* bumped by ptsc_mem_forget, init and tracked CUDA memory calls; never wraps */
@@ -398,10 +399,12 @@ void ptsc__ring_put(ptsc__slot_t *slot);
 void ptsc__ring_put_after(ptsc__slot_t *slot);
 /* Free the slots whose queued copies completed (an event query each). */
 void ptsc__ring_reclaim(ptsc_ctx_t *ctx);
-/* Copy on the context's stream (memcpy without a device) and record the
- * slot's event, or, with `lazy`, record it only once someone asks whether
- * the copy ran (ring.c says when that pays). */
-int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n, int lazy);
+/* Copy on the context's stream (memcpy without a device), then: record the
+ * slot's event (RECORD); record it only once someone asks whether the copy
+ * ran (LAZY: ring.c says when that pays); or wait for the stream (SYNC: a
+ * blocking call with nothing else in flight, engine.c). */
+enum { PTSC__COPY_RECORD = 0, PTSC__COPY_LAZY, PTSC__COPY_SYNC };
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *slot, void *dst, const void *src, size_t n, int how);
 /* Whether the copies queued on the slot ran: an event query, unless one
  * already saw them complete; ptsc__ring_wait blocks until they did. */
 int ptsc__ring_done(ptsc_ctx_t *ctx, ptsc__slot_t *slot, int *done);

@@ -197,7 +197,7 @@ void ptsc__ring_put_after(ptsc__slot_t *s)
         s->busy = 2;
 }
 
-int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n, int lazy)
+int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src, size_t n, int how)
 {
     ptsc__nvtx_push_copy((uintptr_t)dst - (uintptr_t)s->host <= PTSC__HDR_BYTES, n); /* into the slot: D2H */
     if (!have_gpu()) {
@@ -209,9 +209,17 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
     s->ran = 0;
     s->by = pthread_self();
     int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
-    s->unrec = rc == PTSC_OK && lazy;
-    if (rc == PTSC_OK && !lazy)
-        rc = ptsc__gpu_event_record(s->event, ctx->stream);
+    /* Until an event follows the copy (or the stream was waited for), the
+     * slot is settled when someone asks (settle). */
+    s->unrec = 1;
+    if (rc == PTSC_OK && how == PTSC__COPY_RECORD &&
+        (rc = ptsc__gpu_event_record(s->event, ctx->stream)) == PTSC_OK)
+        s->unrec = 0;
+    else if (rc == PTSC_OK && how == PTSC__COPY_SYNC &&
+             (rc = ptsc__gpu_stream_sync(ctx->stream)) == PTSC_OK) {
+        s->unrec = 0;
+        s->ran = 1;
+    }
     if (rc == PTSC_OK)
         ctx->stats.staged_bytes += n;
     return ptsc__nvtx_pop_rc(rc);
