@@ -557,6 +557,7 @@ typedef struct pending {
     MPI_Request req;
     mbuf_t b, b2; /* b2: a non-blocking collective's receive side */
     const char *call;
+    int p2p;             /* point-to-point: may be cancelled (a collective's status is undefined) */
     int persistent;      /* Send_init / Recv_init */
     int active;          /* persistent: started and not completed */
     int detached;        /* freed by the program while running; req is ours */
@@ -623,8 +624,12 @@ static pending_t *pending_other(MPI_Request r, pending_t *const *taken, int n)
 static pending_t *pending_of(MPI_Request r) { return pending_other(r, NULL, 0); }
 
 /* Remember a started operation's host copies (`b2` may be NULL); without
- * memory for the entry, wait for it. */
-static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *call)
+ * memory for the entry, wait for it. Only a point-to-point operation's
+ * status says whether it was cancelled: a non-blocking collective cannot
+ * be cancelled and the fields of its status are undefined (MPICH 4.0 left
+ * them unwritten, and a cancelled bit read from the stack dropped a
+ * staged Ireduce_scatter's result now and then). */
+static int track_any(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, int p2p, const char *call)
 {
     mbuf_t none = {0};
     if (!b2)
@@ -644,9 +649,11 @@ static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *
      * own completion call. */
     int flag = 0;
     MPI_Status st;
+    memset(&st, 0, sizeof st);
     if (PMPI_Request_get_status(*req, &flag, &st) == MPI_SUCCESS && flag) {
         int cancelled = 0;
-        PMPI_Test_cancelled(&st, &cancelled);
+        if (p2p)
+            PMPI_Test_cancelled(&st, &cancelled);
         int frc = finish(b, cancelled, call), grc = finish(b2, cancelled, call);
         return frc != MPI_SUCCESS ? frc : grc;
     }
@@ -658,14 +665,21 @@ static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *
     p->req = *req;
     p->b = *b;
     p->b2 = *b2;
+    p->p2p = p2p;
     p->call = call;
     link_pending(p);
     return MPI_SUCCESS;
 }
 
+/* A point-to-point operation; a collective (its receive side `b2`, or NULL). */
 static int track(int mrc, MPI_Request *req, mbuf_t *b, const char *call)
 {
-    return track2(mrc, req, b, NULL, call);
+    return track_any(mrc, req, b, NULL, 1, call);
+}
+
+static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *call)
+{
+    return track_any(mrc, req, b, b2, 0, call);
 }
 
 /* The request of entry `p` completed with `st` (an error status too): a
@@ -676,7 +690,7 @@ static int settle(pending_t *p, const MPI_Status *st)
     if (!p)
         return MPI_SUCCESS;
     int cancelled = 0;
-    if (st && st != MPI_STATUS_IGNORE)
+    if (p->p2p && st && st != MPI_STATUS_IGNORE)
         PMPI_Test_cancelled(st, &cancelled);
     if (!p->persistent) {
         if (!unlink_pending(p))
@@ -1064,6 +1078,7 @@ static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, con
     p->req = *req;
     p->b = *b;
     p->call = call;
+    p->p2p = 1;
     p->persistent = 1;
     p->cls = cls;
     link_pending(p);
@@ -1327,7 +1342,7 @@ PTSC_MPI_API int MPI_Ibcast(void *buf, int count, MPI_Datatype type, int root, M
     mbuf_t b;
     coll_t c = coll(comm, NULL, 0, buf, 1);
     CHECKED_ON(comm, req, prep_any(&b, buf, count, type, NULL, RECV, c.can, c.cls[RECV], "MPI_Ibcast"));
-    return track(PMPI_Ibcast(wire(&b), count, type, root, comm, req), req, &b, "MPI_Ibcast");
+    return track2(PMPI_Ibcast(wire(&b), count, type, root, comm, req), req, &b, NULL, "MPI_Ibcast");
 }
 
 PTSC_MPI_API int MPI_Reduce(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op, int root,
