@@ -35,6 +35,7 @@ static const char *const tri_choices[] = {"auto", "yes", "no", NULL};
 static const char *const staging_choices[] = {"auto", "always", "never", NULL};
 static const char *const log_choices[] = {"error", "warn", "info", "debug", NULL};
 static const char *const memcache_choices[] = {"safe", "host", "off", NULL};
+static const char *const progress_choices[] = {"thread", "caller", NULL};
 
 #define FIELD(f) offsetof(ptsc__config_t, f)
 
@@ -81,6 +82,12 @@ static const var_t vars[] = {
      "than the receive buffer: auto (yes: Open MPI 4.1 writes a truncated large message past the buffer, "
      "MPICH 4.0 aborts through MPI_COMM_WORLD's error handler), yes, or no (MPI's own truncation; one MPI "
      "call less per receive)."},
+    {"PTSC_PROGRESS", "thread", VAR_ENUM, FIELD(progress), progress_choices, 0, 0,
+     "Who moves the parts of a message that MPI cannot move alone (pieces, staged copies, receive matching, "
+     "posts deferred behind the thread scope's event) while their thread is away from ptsc: thread (a "
+     "progress agent per rank, asleep while nothing is in flight; MPI's progress rule holds: a started "
+     "operation completes whatever its thread does next), or caller (only the thread's own ptsc calls; a "
+     "blocking collective or a computation between start and wait can then deadlock or stall)."},
     {"PTSC_MEM_CACHE", "safe", VAR_ENUM, FIELD(mem_cache), memcache_choices, 0, 0,
      "Per-thread cache of buffer classes: safe keeps device, managed and pinned answers per 4 KiB block "
      "(a stale one only costs a sync), and pageable host answers per address only while ptsc tracks CUDA's "

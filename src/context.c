@@ -210,6 +210,7 @@ static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
         if (rc == PTSC_OK)
             rc = ptsc__gpu_stream_bind(ctx->stream_kind, &ctx->stream);
     }
+    ctx->qstream = ctx->stream;
     pthread_mutex_lock(&ptsc__g.lock);
     if (rc != PTSC_OK) {
         ptsc__g.slots[index] = NULL;

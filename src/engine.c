@@ -358,8 +358,9 @@ static int copy_now(ptsc_ctx_t *ctx, void *dst, const void *src, size_t n, int g
             memcpy(dst, src, n);
         return PTSC_OK;
     }
-    int rc = ptsc__gpu_copy_async(dst, src, n, ctx->stream);
-    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->stream) : rc;
+    ctx->queued++;
+    int rc = ptsc__gpu_copy_async(dst, src, n, ctx->qstream);
+    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->qstream) : rc;
 }
 
 static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t len, int hdr)
@@ -370,7 +371,7 @@ static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t 
     if (hdr)
         memcpy(p->scratch, &r->hdr, PTSC__HDR_BYTES);
     p->st = P_COPY;
-    ctx->stats.staged_bytes += len;
+    ptsc__count_staged(ctx, len);
     return copy_now(ctx, p->scratch + hdr, r->user + off, len, 1);
 }
 
@@ -514,7 +515,8 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
      * slots are wanted back by the later pieces of the same message. */
     if (p->slot)
         return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit,
-                               k == r->npieces - 1 ? PTSC__COPY_LAZY : PTSC__COPY_RECORD);
+                               k == r->npieces - 1 && !r->ctx->by_agent ? PTSC__COPY_LAZY
+                                                                        : PTSC__COPY_RECORD);
     /* From scratch memory (a message that came beside the buffer), freed
      * next; a direct device receive needs the device to copy. */
     return copy_now(r->ctx, r->user + off, data, fit, r->cls == PTSC_MEM_DEVICE);
@@ -957,7 +959,7 @@ static int progress_pass(ptsc_ctx_t *ctx)
     return moved;
 }
 
-int ptsc__engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(ctx) : 0; }
+static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(ctx) : 0; }
 
 /* ------------------------------------------------------------------------ */
 /* Starting                                                                  */
@@ -974,8 +976,8 @@ int ptsc__engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(
  * error handler, which aborts. On by default on every MPI. */
 static int guarded(void) { return ptsc__g.recv_guard; }
 
-int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
-                       int rank, int thread, int tag, const char *call, struct ptsc_request **out)
+static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
+                        int rank, int thread, int tag, const char *call, struct ptsc_request **out)
 {
     ptsc_memclass_t cls = PTSC_MEM_HOST;
     int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
@@ -995,7 +997,7 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
                          "%s: a message above PTSC_STAGING_CHUNK (%zu bytes) with a non-contiguous datatype "
                          "while staging is on (pack it first)",
                          call, chunk());
-    ptsc__engine_progress(ctx);
+    engine_progress(ctx);
     struct ptsc_request *r = req_get(ctx);
     if (!r)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
@@ -1061,8 +1063,8 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
     return PTSC_OK;
 }
 
-int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
-                            struct ptsc_request **out)
+static int engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
+                             struct ptsc_request **out)
 {
     struct ptsc_request *r = req_get(ctx);
     if (!r)
@@ -1110,7 +1112,7 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
     return rc;
 }
 
-int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
+static int engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
 {
     if (r->state != R_DONE)
         progress_pass(r->ctx);
@@ -1123,7 +1125,7 @@ int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
  * to a sched_yield per poll), so a waiting thread spins through short
  * waits and yields only once a wait has been idle for PTSC__SPIN_NS, which
  * keeps oversubscribed ranks (more threads than cores) moving. */
-void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
+static void idle(ptsc_ctx_t *ctx, int moved)
 {
     if (moved) {
         ctx->idle_since = 0;
@@ -1153,7 +1155,7 @@ static void wait_lone_copy(struct ptsc_request *r)
     (void)ptsc__ring_wait(r->ctx, r->pc[0].slot);
 }
 
-int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
+static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
     if (r->coll)
@@ -1168,7 +1170,7 @@ int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
                          r->rank, r->thread, r->tag, r->bytes);
     while (r->state != R_DONE) {
         wait_lone_copy(r);
-        ptsc__engine_idle(ctx, progress_pass(ctx));
+        idle(ctx, progress_pass(ctx));
     }
     ptsc__wait_end(ctx);
     ptsc__nvtx_pop();
@@ -1177,14 +1179,12 @@ int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
 
-int ptsc__engine_done(const struct ptsc_request *r) { return r->state == R_DONE; }
-
 /* A receive that nothing matched yet (not even posted, or waiting for its
  * matched probe) completes at once as cancelled; one posted to MPI unmatched
  * (a job that neither frames nor guards) is cancelled in MPI, which decides:
  * it completes cancelled, or normally if a message matched it first. Sends
  * and matched receives are left to complete normally. */
-void ptsc__engine_cancel_mark(struct ptsc_request *r)
+static void engine_cancel_mark(struct ptsc_request *r)
 {
     if (!r->is_recv || r->state == R_DONE)
         return;
@@ -1198,13 +1198,7 @@ void ptsc__engine_cancel_mark(struct ptsc_request *r)
     }
 }
 
-int ptsc__engine_cancel(struct ptsc_request *r)
-{
-    ptsc__engine_cancel_mark(r);
-    return ptsc__engine_wait(r, NULL);
-}
-
-int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call)
+static int engine_free(struct ptsc_request *r, int *kept, const char *call)
 {
     *kept = 0;
     if (r->state == R_DONE)
@@ -1274,8 +1268,8 @@ static int send_staged_now(ptsc_ctx_t *ctx, const void *buf, size_t bytes, ptsc_
     return PTSC_OK;
 }
 
-int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
-                      int thread, int tag, const char *call)
+static int engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                       int thread, int tag, const char *call)
 {
     /* Nothing of this thread in flight, no framing: one plain MPI message
      * with no request object, from the caller's memory (host) or from a
@@ -1307,8 +1301,8 @@ int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype 
         }
     }
     struct ptsc_request *r;
-    int rc = ptsc__engine_start(ctx, 0, (void *)buf, count, type, bytes, rank, thread, tag, call, &r);
-    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, NULL);
+    int rc = engine_start(ctx, 0, (void *)buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : engine_wait(r, NULL);
 }
 
 /* A blocking receive whose message a probe already matched but which needs
@@ -1332,8 +1326,8 @@ static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type
     s->next = ctx->stash; /* the stash was empty: this is its first entry */
     ctx->stash = s;
     struct ptsc_request *r;
-    int rc = ptsc__engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
-    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, info);
+    int rc = engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : engine_wait(r, info);
 }
 
 /* The receive side of send_staged_now: a blocking matched probe, then a
@@ -1385,8 +1379,8 @@ static int recv_staged_now(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype t
     return rc;
 }
 
-int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
-                      int thread, int tag, ptsc_info_t *info, const char *call)
+static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                       int thread, int tag, ptsc_info_t *info, const char *call)
 {
     /* Host memory, nothing of this thread in flight, no framing: one MPI
      * receive with no request object (guarded: a blocking matched probe
@@ -1441,8 +1435,8 @@ int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, 
         }
     }
     struct ptsc_request *r;
-    int rc = ptsc__engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
-    return rc != PTSC_OK ? rc : ptsc__engine_wait(r, info);
+    int rc = engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
+    return rc != PTSC_OK ? rc : engine_wait(r, info);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1464,12 +1458,12 @@ static size_t stash_size(const struct ptsc__stash *s)
     return (size_t)h.total;
 }
 
-int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
+static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
 {
     ptsc__addr_t a;
     ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
     for (;;) {
-        int moved = ptsc__engine_progress(ctx);
+        int moved = engine_progress(ctx);
         if (!ptsc__g.framed) {
             int f = 0;
             MPI_Status st;
@@ -1529,7 +1523,7 @@ int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag
             *flag = 0;
             return PTSC_OK;
         }
-        ptsc__engine_idle(ctx, moved);
+        idle(ctx, moved);
     }
 }
 
@@ -1537,7 +1531,7 @@ int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------ */
 
-int ptsc__engine_drain(ptsc_ctx_t *ctx)
+static int engine_drain(ptsc_ctx_t *ctx)
 {
     int pending = ctx->outstanding;
     /* Receives that no message matched yet are cancelled; everything else
@@ -1566,14 +1560,14 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx)
             busy |= r->state != R_DONE;
         if (!busy)
             break;
-        ptsc__engine_idle(ctx, progress_pass(ctx));
+        idle(ctx, progress_pass(ctx));
     }
     while (ctx->active)
         complete(ctx->active, NULL);
     return pending;
 }
 
-void ptsc__engine_release(ptsc_ctx_t *ctx)
+static void engine_release(ptsc_ctx_t *ctx)
 {
     while (ctx->stash) {
         struct ptsc__stash *s = ctx->stash;
@@ -1596,4 +1590,264 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
             ptsc__gpu_event_destroy(r->ev);
         free(r);
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The engine's calls: the owner's section and the progress agent           */
+/* ------------------------------------------------------------------------ */
+
+/* Whether something of the context can move only through ptsc: a receive
+ * to match, a piece to copy or post, a deferred post behind an event, the
+ * next round of a collective schedule. A message whose only piece MPI holds
+ * moves through MPI's own progress (any MPI call of the process), as in a
+ * program written with MPI alone: the fast paths pay no hand-off. */
+static int needs_drive(const ptsc_ctx_t *ctx)
+{
+    for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
+        if (r->state == R_DONE)
+            continue;
+        if (r->coll) {
+            if (!ptsc__icoll_ready(r->coll))
+                return 1;
+            continue;
+        }
+        if (r->state == R_MATCH || r->framed || r->npieces != 1 || r->pc[0].st != P_MPI)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the agent may queue a copy that touches the caller's memory: a
+ * staged send with a piece not copied yet, or a receive into device memory. */
+static int may_copy_user(const ptsc_ctx_t *ctx)
+{
+    for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
+        if (r->state == R_DONE || r->coll)
+            continue;
+        if (r->is_recv ? r->cls != PTSC_MEM_HOST : r->staged)
+            for (int k = 0; k < r->npieces; k++)
+                if (r->is_recv || r->pc[k].st == P_IDLE)
+                    return 1;
+    }
+    return 0;
+}
+
+/* A per-thread stream (cudaStreamPerThread) means the calling thread's own
+ * stream, so the agent queues the context's copies on a stream of its own,
+ * ordered by events: it waits for everything the owner queued before the
+ * hand-off (hand_ev), and the owner's stream waits for the agent's copies
+ * when the owner comes back (back_ev), so that its next kernel sees a
+ * received message as if the copy had gone on its own stream. On an owned
+ * or the legacy stream the agent uses the context's stream itself. */
+static int separate_stream(const ptsc_ctx_t *ctx)
+{
+    return ptsc__g.ndevices > 0 && ctx->stream && ctx->stream_kind == PTSC_STREAM_PER_THREAD;
+}
+
+static void enter(ptsc_ctx_t *ctx)
+{
+    ptsc__progress_enter(ctx);
+    if (ctx->agent_staged) {
+        ctx->stats.staged_bytes += ctx->agent_staged;
+        ctx->agent_staged = 0;
+    }
+    if (ctx->agent_queued) {
+        ctx->agent_queued = 0;
+        int rc = ctx->back_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->back_ev);
+        if (rc == PTSC_OK && (rc = ptsc__gpu_event_record(ctx->back_ev, ctx->astream)) == PTSC_OK)
+            rc = ptsc__gpu_stream_wait(ctx->stream, ctx->back_ev);
+        if (rc != PTSC_OK && ctx->astream) /* order by waiting instead */
+            (void)ptsc__gpu_stream_sync(ctx->astream);
+    }
+}
+
+static void leave(ptsc_ctx_t *ctx)
+{
+    int want = ptsc__progress_agent_on() && needs_drive(ctx);
+    if (want && separate_stream(ctx) && may_copy_user(ctx)) {
+        int rc = ctx->hand_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->hand_ev);
+        if (rc == PTSC_OK)
+            rc = ptsc__gpu_event_record(ctx->hand_ev, ctx->stream);
+        ctx->hand_pending = rc == PTSC_OK;
+        want = rc == PTSC_OK; /* without the event the owner drives its own copies */
+        if (want)
+            ptsc__ring_settle(ctx); /* lazy events on the owner's stream: the agent cannot record them */
+    }
+    ptsc__progress_leave(ctx, want);
+}
+
+/* The agent's pass over one context (progress.c, under the index's lock). */
+static int agent_drive(ptsc_ctx_t *ctx, int *moved)
+{
+    *moved = 0;
+    if (ptsc__g.ndevices > 0 && ctx->stream && ptsc__gpu_set_device(ctx->device) != PTSC_OK)
+        return 0; /* the owner drives it on its next call */
+    if (separate_stream(ctx)) {
+        if (!ctx->astream && ptsc__gpu_stream_bind(PTSC_STREAM_OWNED, &ctx->astream) != PTSC_OK) {
+            ctx->astream = NULL;
+            ptsc__log(PTSC__LOG_WARN,
+                      "progress agent: no stream for thread %d (%s); its thread drives its "
+                      "messages",
+                      ctx->index, ptsc__tls()->detail);
+            return 0;
+        }
+        if (ctx->hand_pending && ptsc__gpu_stream_wait(ctx->astream, ctx->hand_ev) != PTSC_OK)
+            return 0;
+        ctx->hand_pending = 0;
+        ctx->qstream = ctx->astream;
+    }
+    unsigned long queued = ctx->queued;
+    ctx->by_agent = 1;
+    *moved = progress_pass(ctx);
+    ctx->by_agent = 0;
+    if (ctx->qstream != ctx->stream) {
+        ctx->agent_queued |= ctx->queued != queued;
+        ctx->qstream = ctx->stream;
+    }
+    return needs_drive(ctx);
+}
+
+int ptsc__engine_setup(void)
+{
+    return ptsc__progress_setup(ptsc__g.nthreads, ptsc__g.cfg.progress == PTSC__PROGRESS_THREAD, agent_drive);
+}
+
+int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
+                       int rank, int thread, int tag, const char *call, struct ptsc_request **out)
+{
+    enter(ctx);
+    int rc = engine_start(ctx, is_recv, buf, count, type, bytes, rank, thread, tag, call, out);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
+                            struct ptsc_request **out)
+{
+    enter(ctx);
+    int rc = engine_start_coll(ctx, s, root, bytes, call, out);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    enter(ctx);
+    int rc = engine_wait(r, info);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    enter(ctx);
+    int rc = engine_test(r, done, info);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_progress(ptsc_ctx_t *ctx)
+{
+    enter(ctx);
+    int moved = engine_progress(ctx);
+    leave(ctx);
+    return moved;
+}
+
+void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
+{
+    enter(ctx);
+    idle(ctx, moved);
+    leave(ctx);
+}
+
+int ptsc__engine_done(const struct ptsc_request *r)
+{
+    ptsc__progress_enter(r->ctx);
+    int done = r->state == R_DONE;
+    ptsc__progress_leave(r->ctx, needs_drive(r->ctx) && ptsc__progress_agent_on());
+    return done;
+}
+
+void ptsc__engine_cancel_mark(struct ptsc_request *r)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    enter(ctx);
+    engine_cancel_mark(r);
+    leave(ctx);
+}
+
+int ptsc__engine_cancel(struct ptsc_request *r)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    enter(ctx);
+    engine_cancel_mark(r);
+    int rc = engine_wait(r, NULL);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call)
+{
+    ptsc_ctx_t *ctx = r->ctx;
+    enter(ctx);
+    engine_progress(ctx);
+    int rc = engine_free(r, kept, call);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, const char *call)
+{
+    enter(ctx);
+    int rc = engine_send(ctx, buf, count, type, bytes, rank, thread, tag, call);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
+                      int thread, int tag, ptsc_info_t *info, const char *call)
+{
+    enter(ctx);
+    int rc = engine_recv(ctx, buf, count, type, bytes, rank, thread, tag, info, call);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
+{
+    enter(ctx);
+    int rc = engine_probe(ctx, rank, thread, tag, flag, info);
+    leave(ctx);
+    return rc;
+}
+
+int ptsc__engine_drain(ptsc_ctx_t *ctx)
+{
+    enter(ctx);
+    int pending = engine_drain(ctx);
+    leave(ctx);
+    return pending;
+}
+
+void ptsc__engine_release(ptsc_ctx_t *ctx)
+{
+    /* The agent lets go first; then nothing but this thread touches ctx. */
+    ptsc__progress_forget(ctx);
+    if (ctx->astream) {
+        (void)ptsc__gpu_stream_sync(ctx->astream);
+        ptsc__gpu_stream_release(PTSC_STREAM_OWNED, ctx->astream);
+        ctx->astream = NULL;
+    }
+    if (ctx->hand_ev)
+        ptsc__gpu_event_destroy(ctx->hand_ev);
+    if (ctx->back_ev)
+        ptsc__gpu_event_destroy(ctx->back_ev);
+    ctx->hand_ev = ctx->back_ev = NULL;
+    ctx->stats.staged_bytes += ctx->agent_staged;
+    ctx->agent_staged = 0;
+    engine_release(ctx);
 }

@@ -351,6 +351,13 @@ int ptsc__gpu_event_done(void *ev, int *done)
     return ptsc__gpu_fail(e, "cudaEventQuery");
 }
 
+/* Later work queued on `stream` waits for the event's work (no host wait). */
+int ptsc__gpu_stream_wait(void *stream, void *ev)
+{
+    PTSC__CUDA_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0), "cudaStreamWaitEvent");
+    return PTSC_OK;
+}
+
 int ptsc__gpu_event_sync(void *ev)
 {
     PTSC__CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize");

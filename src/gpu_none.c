@@ -116,3 +116,9 @@ int ptsc__gpu_event_done(void *ev, int *done)
 }
 
 int ptsc__gpu_event_sync(void *ev) { return PTSC_OK; }
+int ptsc__gpu_stream_wait(void *stream, void *ev)
+{
+    (void)stream;
+    (void)ev;
+    return PTSC_OK;
+}

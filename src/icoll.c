@@ -128,6 +128,7 @@ struct ptsc__icoll {
     act_t **probe;       /* (guarded) a receive's action until matched */
     char *mem[NSCRATCH]; /* scratch memory (folds, prefixes) */
     int built_rc, done, rc;
+    int ready; /* complete in MPI, finish (copy back, release) left to the owner: the agent drove it */
 };
 
 static void add(struct ptsc__icoll *s, int kind, int peer, void *buf, const void *src, int count,
@@ -535,6 +536,8 @@ static void release_scratch(struct ptsc__icoll *s)
     }
 }
 
+int ptsc__icoll_ready(const struct ptsc__icoll *s) { return s->ready; }
+
 void ptsc__icoll_free(struct ptsc__icoll *s)
 {
     if (!s)
@@ -561,7 +564,10 @@ int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc)
         *rc = s->rc;
         return 1;
     }
-    if (s->shared) {
+    if (s->ready) {
+        if (s->ctx->by_agent)
+            return 0;
+    } else if (s->shared) {
         if (!sched_step(s, moved))
             return 0;
     } else {
@@ -571,8 +577,15 @@ int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc)
         if (mrc != MPI_SUCCESS)
             s->rc = ptsc__err_mpi(mrc, s->c.call);
     }
-    /* Complete: copy back, release the staging and scratch memory. */
     *moved = 1;
+    /* The progress agent leaves the results to the owner: copying staged
+     * results back goes on the owner's stream, and the staging pool is the
+     * owner's (collectives use it outside the engine lock). */
+    if (s->ctx->by_agent) {
+        s->ready = 1;
+        return 0;
+    }
+    /* Complete: copy back, release the staging and scratch memory. */
     s->done = 1;
     s->rc = ptsc__coll_finish(s->ctx, &s->c, s->rc);
     release_scratch(s);

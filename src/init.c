@@ -163,6 +163,11 @@ static int init_body(int *argc, char ***argv)
         ptsc__watchdog_stop();
         goto undo_lanes;
     }
+    if ((rc = ptsc__engine_setup()) != PTSC_OK) {
+        ptsc__ctx_teardown();
+        ptsc__watchdog_stop();
+        goto undo_lanes;
+    }
     /* A new epoch, never an old one (a store of 1 would revive entries of
      * an earlier init): every table is empty now, and with tracking on
      * (started above, in ptsc__gpu_init) every later change bumps it. */
@@ -254,7 +259,10 @@ int ptsc_finalize(void)
     pthread_mutex_unlock(&ptsc__g.lock);
     if (ptsc__g.cfg.stats)
         ptsc__ctx_print_stats(stderr);
+    /* The agent stops first: finalize drains every context itself. */
+    ptsc__progress_stop();
     ptsc__ctx_teardown();
+    ptsc__progress_teardown();
     ptsc__watchdog_stop();
     ptsc__world_teardown();
     ptsc__lanes_free();

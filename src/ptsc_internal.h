@@ -13,6 +13,7 @@
  *   staging.c  per-thread pinned buffers of any size (collectives)
  *   ring.c     the staging ring: bounded chunk-sized pinned slots (engine)
  *   engine.c   the transfer engine: protocol, requests, matching, progress
+ *   progress.c the progress agent: drives work a thread left in flight
  *   p2p.c      point-to-point public calls over the engine
  *   coll.c     collectives over lanes: checks, staging, blocking calls
  *   icoll.c    collective schedules: non-blocking collectives (and every
@@ -71,6 +72,8 @@ enum { PTSC__TRI_AUTO = 0, PTSC__TRI_YES, PTSC__TRI_NO };
 enum { PTSC__STAGING_AUTO = 0, PTSC__STAGING_ALWAYS, PTSC__STAGING_NEVER };
 /* PTSC_MEM_CACHE (memory.c): what the per-thread class cache may keep. */
 enum { PTSC__MEMCACHE_SAFE = 0, PTSC__MEMCACHE_HOST, PTSC__MEMCACHE_OFF };
+/* PTSC_PROGRESS (progress.c): who drives work a thread left in flight. */
+enum { PTSC__PROGRESS_THREAD = 0, PTSC__PROGRESS_CALLER };
 
 typedef struct {
     int sync_scope;  /* ptsc_scope_t */
@@ -87,6 +90,7 @@ typedef struct {
     int staging_depth; /* slots per staging ring */
     size_t direct_min; /* PTSC__SIZE_AUTO: auto */
     int recv_guard;    /* PTSC__TRI_* */
+    int progress;      /* PTSC__PROGRESS_* */
     int mem_cache;     /* PTSC__MEMCACHE_* */
     int log;           /* PTSC__LOG_* */
     int stats;
@@ -191,7 +195,29 @@ struct ptsc_ctx {
     struct ptsc__stash *stash; /* probed, not yet received */
     ptsc__ring_t ring[2];      /* PTSC__RING_SEND, PTSC__RING_RECV (ring.c) */
     void *sync_event;          /* sync.c: thread-scope sync and race check; NULL until first used */
+    /* The progress agent (progress.c, engine.c). Everything below and the
+     * engine's fields above are touched only under the index's engine lock
+     * while PTSC_PROGRESS=thread. */
+    void *qstream;        /* where the engine queues copies now: stream, or astream while the agent drives */
+    void *astream;        /* PTSC_STREAM=per-thread: the agent's own stream for this context (owned) */
+    void *hand_ev;        /* recorded on stream when work is handed off; astream waits for it */
+    void *back_ev;        /* recorded on astream; stream waits for it when the owner comes back */
+    int hand_pending;     /* hand_ev recorded, astream has not waited for it yet */
+    unsigned long queued; /* copies queued on qstream (ring.c, engine.c) */
+    int agent_queued;     /* the agent queued copies on astream that stream has not waited for */
+    int by_agent;         /* the agent drives now (icoll.c leaves collective results to the owner) */
+    unsigned long long agent_staged; /* staged bytes counted by the agent, added to stats by the owner */
 };
+
+/* Count staged bytes: the agent must not write the counters the owner reads
+ * and writes outside the engine lock (collectives), so it counts aside. */
+static inline void ptsc__count_staged(ptsc_ctx_t *ctx, size_t n)
+{
+    if (ctx->by_agent)
+        ctx->agent_staged += n;
+    else
+        ctx->stats.staged_bytes += n;
+}
 
 typedef struct {
     atomic_int state; /* PTSC__STATE_* */
@@ -399,6 +425,9 @@ void ptsc__ring_put(ptsc__slot_t *slot);
 void ptsc__ring_put_after(ptsc__slot_t *slot);
 /* Free the slots whose queued copies completed (an event query each). */
 void ptsc__ring_reclaim(ptsc_ctx_t *ctx);
+/* Record the events that lazy copies on this thread's stream left out
+ * (before the progress agent, on another stream, may look at the slots). */
+void ptsc__ring_settle(ptsc_ctx_t *ctx);
 /* Copy on the context's stream (memcpy without a device), then: record the
  * slot's event (RECORD); record it only once someone asks whether the copy
  * ran (LAZY: ring.c says when that pays); or wait for the stream (SYNC: a
@@ -413,9 +442,35 @@ int ptsc__ring_wait(ptsc_ctx_t *ctx, ptsc__slot_t *slot);
 void ptsc__ring_destroy(ptsc_ctx_t *ctx);
 
 /* ------------------------------------------------------------------------ */
+/* progress.c: the progress agent                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The engine's pass for the agent, run under the index's lock: drives ctx,
+ * *moved = 1 when anything moved; returns 1 while work remains that only
+ * ptsc can move. */
+typedef int (*ptsc__drive_fn)(ptsc_ctx_t *ctx, int *moved);
+/* Init: the per-index locks and, with agent = 1, the agent thread. */
+int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive);
+/* Finalize: stop the agent (before contexts are released), then free the
+ * locks (after). */
+void ptsc__progress_stop(void);
+void ptsc__progress_teardown(void);
+int ptsc__progress_agent_on(void);
+unsigned long long ptsc__progress_sweeps(void);
+/* The owner's engine section: enter takes the index's lock; leave raises
+ * (want = 1) or lowers the index's want and drops the lock. */
+void ptsc__progress_enter(ptsc_ctx_t *ctx);
+void ptsc__progress_leave(ptsc_ctx_t *ctx, int want);
+/* Before a context is freed: the agent lets go of it. */
+void ptsc__progress_forget(ptsc_ctx_t *ctx);
+
+/* ------------------------------------------------------------------------ */
 /* engine.c: the transfer engine                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Init: the progress agent with the engine's pass (PTSC_PROGRESS). Every
+ * call below runs in the context's engine section (progress.c). */
+int ptsc__engine_setup(void);
 /* Start a send or receive; `rank` may be PTSC_ANY_RANK for receives. */
 int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
                        int rank, int thread, int tag, const char *call, struct ptsc_request **out);
@@ -561,6 +616,8 @@ int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_reques
  * of it); free a completed schedule. */
 int ptsc__icoll_begin(struct ptsc__icoll *s);
 int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc);
+/* Whether only the owner's finish is left (the agent completed it in MPI). */
+int ptsc__icoll_ready(const struct ptsc__icoll *s);
 void ptsc__icoll_free(struct ptsc__icoll *s);
 
 /* ------------------------------------------------------------------------ */
@@ -599,6 +656,8 @@ void ptsc__gpu_event_destroy(void *ev);
 int ptsc__gpu_event_record(void *ev, void *stream);
 int ptsc__gpu_event_done(void *ev, int *done);
 int ptsc__gpu_event_sync(void *ev);
+/* Work queued on `stream` after this waits for `ev` (cudaStreamWaitEvent). */
+int ptsc__gpu_stream_wait(void *stream, void *ev);
 
 /* memtrack.c (CUDA builds; gpu_none.c has stubs): a CUPTI subscriber that
  * bumps ptsc__g.mem_epoch at the exit of every driver call that allocates,

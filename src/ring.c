@@ -58,7 +58,7 @@ static int settle(ptsc_ctx_t *ctx, ptsc__slot_t *s)
         return PTSC_OK;
     s->unrec = 0;
     if (same_stream(ctx, s))
-        return ptsc__gpu_event_record(s->event, ctx->stream);
+        return ptsc__gpu_event_record(s->event, ctx->qstream);
     int rc = ptsc__gpu_device_sync();
     s->ran = rc == PTSC_OK;
     return rc;
@@ -185,6 +185,16 @@ void ptsc__ring_reclaim(ptsc_ctx_t *ctx)
     }
 }
 
+void ptsc__ring_settle(ptsc_ctx_t *ctx)
+{
+    for (int d = 0; d < 2; d++) {
+        ptsc__ring_t *r = &ctx->ring[d];
+        for (int i = 0; r->slots && i < r->n; i++)
+            if (r->slots[i].unrec && same_stream(ctx, &r->slots[i]))
+                (void)settle(ctx, &r->slots[i]);
+    }
+}
+
 void ptsc__ring_put(ptsc__slot_t *s)
 {
     if (s)
@@ -203,25 +213,26 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
     if (!have_gpu()) {
         if (n)
             memcpy(dst, src, n);
-        ctx->stats.staged_bytes += n;
+        ptsc__count_staged(ctx, n);
         return ptsc__nvtx_pop_rc(PTSC_OK);
     }
     s->ran = 0;
     s->by = pthread_self();
-    int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->stream) : PTSC_OK;
+    int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->qstream) : PTSC_OK;
+    ctx->queued++;
     /* Until an event follows the copy (or the stream was waited for), the
      * slot is settled when someone asks (settle). */
     s->unrec = 1;
     if (rc == PTSC_OK && how == PTSC__COPY_RECORD &&
-        (rc = ptsc__gpu_event_record(s->event, ctx->stream)) == PTSC_OK)
+        (rc = ptsc__gpu_event_record(s->event, ctx->qstream)) == PTSC_OK)
         s->unrec = 0;
     else if (rc == PTSC_OK && how == PTSC__COPY_SYNC &&
-             (rc = ptsc__gpu_stream_sync(ctx->stream)) == PTSC_OK) {
+             (rc = ptsc__gpu_stream_sync(ctx->qstream)) == PTSC_OK) {
         s->unrec = 0;
         s->ran = 1;
     }
     if (rc == PTSC_OK)
-        ctx->stats.staged_bytes += n;
+        ptsc__count_staged(ctx, n);
     return ptsc__nvtx_pop_rc(rc);
 }
 

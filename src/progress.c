@@ -1,0 +1,248 @@
+/*
+ * The progress agent (PTSC_PROGRESS=thread): one thread per rank that
+ * drives the outstanding work of contexts whose threads are away from ptsc
+ * (computing, or blocked in a collective of ptsc's or of MPI's own), so that
+ * a started operation completes whatever its thread does next (MPI's
+ * progress rule) and messages move while the thread computes.
+ *
+ * Concurrency. A context's engine state (its requests, ring, stash) is
+ * touched only under the lock of its thread index, lk[i]. The owner takes it
+ * for every engine call (ptsc__progress_enter / _leave, through engine.c)
+ * and holds it while it waits, so it drives its own work then; the agent
+ * only ever try-locks, so it never waits for an owner and an owner waits
+ * for the agent at most one progress pass. An owner leaving the engine with
+ * work that only ptsc can move (a piece to copy or post, a receive to match,
+ * a deferred post behind an event) raises want[i]; the agent sweeps the
+ * indices whose want is raised and lowers it under the lock when nothing of
+ * the context needs driving any more. The context pointer the agent uses,
+ * ctx[i], is set and cleared under lk[i] too, so a context is never freed
+ * while the agent holds it (ptsc__progress_forget).
+ *
+ * Sleeping. With no index wanting, the agent lingers a short while (owners
+ * then hand off without a system call) and then blocks on a condition
+ * variable: an idle rank costs no core. While work is wanted and nothing
+ * moves it backs off from yielding to short sleeps, so a long transfer
+ * costs a fraction of a core, and it polls at once again after a pass that
+ * moved something.
+ */
+#include "ptsc_internal.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* How long the agent keeps polling after the last want went down before it
+ * blocks (owners hand off without waking it meanwhile), and the longest
+ * sleep between sweeps while work is wanted. */
+#define LINGER_NS 2000000ull
+#define MAX_NAP_NS 20000l
+
+static struct {
+    int running; /* the agent thread exists */
+    pthread_t tid;
+    pthread_mutex_t mu; /* the condition's mutex */
+    pthread_cond_t cv;
+    atomic_int stop;
+    atomic_int sleeping; /* the agent blocks (or is about to) on cv: an owner raising a want wakes it */
+    atomic_int nwant;    /* indices whose want is raised */
+    int n;
+    pthread_mutex_t *lk; /* per thread index: its context's engine state */
+    ptsc_ctx_t **ctx;    /* per index, under lk[i]: the context handed to the agent */
+    atomic_int *want;    /* per index, written under lk[i], read as a hint without it */
+    ptsc__drive_fn drive;
+    atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
+} A;
+
+static void nap(long ns)
+{
+    struct timespec t = {0, ns};
+    nanosleep(&t, NULL);
+}
+
+static void lower_want(int i)
+{
+    if (atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
+        atomic_store_explicit(&A.want[i], 0, memory_order_relaxed);
+        atomic_fetch_sub(&A.nwant, 1);
+    }
+}
+
+/* One sweep over the wanting indices; 1 when anything moved. */
+static int sweep(void)
+{
+    int moved = 0;
+    for (int i = 0; i < A.n; i++) {
+        if (!atomic_load_explicit(&A.want[i], memory_order_relaxed))
+            continue;
+        if (pthread_mutex_trylock(&A.lk[i]) != 0)
+            continue; /* its owner is in ptsc and drives it */
+        if (A.ctx[i] && atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
+            int m = 0;
+            if (!A.drive(A.ctx[i], &m))
+                lower_want(i);
+            moved |= m;
+        } else {
+            lower_want(i);
+        }
+        pthread_mutex_unlock(&A.lk[i]);
+    }
+    atomic_fetch_add_explicit(&A.sweeps, 1, memory_order_relaxed);
+    return moved;
+}
+
+static void *agent_main(void *arg)
+{
+    (void)arg;
+    int idle = 0;
+    uint64_t quiet_since = 0;
+    for (;;) {
+        if (atomic_load(&A.nwant) == 0) {
+            uint64_t now = ptsc__now_ns();
+            if (!quiet_since)
+                quiet_since = now;
+            if (now - quiet_since < LINGER_NS) {
+                if (atomic_load(&A.stop))
+                    break;
+                nap(MAX_NAP_NS);
+                continue;
+            }
+            /* Raise sleeping, then look at nwant again: an owner raises
+             * nwant, then looks at sleeping (both sequentially consistent),
+             * so either it sees the agent asleep and signals under the
+             * mutex, or the agent sees its want and does not sleep. */
+            pthread_mutex_lock(&A.mu);
+            atomic_store(&A.sleeping, 1);
+            while (!atomic_load(&A.stop) && atomic_load(&A.nwant) == 0)
+                pthread_cond_wait(&A.cv, &A.mu);
+            atomic_store(&A.sleeping, 0);
+            pthread_mutex_unlock(&A.mu);
+            if (atomic_load(&A.stop))
+                break;
+        }
+        quiet_since = 0;
+        if (sweep()) {
+            idle = 0;
+            continue;
+        }
+        /* Nothing moved: yield for a few sweeps (a copy or a message is
+         * usually about to finish), then nap longer and longer. */
+        if (++idle < 16)
+            sched_yield();
+        else
+            nap(idle < 24 ? 1000l << (idle - 16) / 2 : MAX_NAP_NS);
+        if (atomic_load(&A.stop))
+            break;
+    }
+    return NULL;
+}
+
+int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive)
+{
+    A.n = nthreads;
+    A.drive = drive;
+    atomic_store(&A.stop, 0);
+    atomic_store(&A.sleeping, 0);
+    atomic_store(&A.nwant, 0);
+    atomic_store(&A.sweeps, 0);
+    A.running = 0;
+    A.lk = NULL;
+    if (!agent)
+        return PTSC_OK; /* PTSC_PROGRESS=caller: no locks, no agent */
+    A.lk = calloc((size_t)nthreads, sizeof *A.lk);
+    A.ctx = calloc((size_t)nthreads, sizeof *A.ctx);
+    A.want = calloc((size_t)nthreads, sizeof *A.want);
+    if (!A.lk || !A.ctx || !A.want) {
+        free(A.lk);
+        free(A.ctx);
+        free(A.want);
+        A.lk = NULL;
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: progress agent tables");
+    }
+    for (int i = 0; i < nthreads; i++) {
+        pthread_mutex_init(&A.lk[i], NULL);
+        atomic_init(&A.want[i], 0);
+    }
+    pthread_mutex_init(&A.mu, NULL);
+    pthread_cond_init(&A.cv, NULL);
+    if (pthread_create(&A.tid, NULL, agent_main, NULL) != 0) {
+        ptsc__progress_teardown();
+        return ptsc__err(PTSC_ERR_INTERNAL,
+                         "ptsc_init: cannot start the progress agent thread (PTSC_PROGRESS)");
+    }
+    A.running = 1;
+    return PTSC_OK;
+}
+
+void ptsc__progress_stop(void)
+{
+    if (!A.running)
+        return;
+    pthread_mutex_lock(&A.mu);
+    atomic_store(&A.stop, 1);
+    pthread_cond_signal(&A.cv);
+    pthread_mutex_unlock(&A.mu);
+    pthread_join(A.tid, NULL);
+    A.running = 0;
+}
+
+void ptsc__progress_teardown(void)
+{
+    ptsc__progress_stop();
+    if (!A.lk)
+        return;
+    for (int i = 0; i < A.n; i++)
+        pthread_mutex_destroy(&A.lk[i]);
+    pthread_mutex_destroy(&A.mu);
+    pthread_cond_destroy(&A.cv);
+    free(A.lk);
+    free(A.ctx);
+    free(A.want);
+    A.lk = NULL;
+    A.ctx = NULL;
+    A.want = NULL;
+}
+
+int ptsc__progress_agent_on(void) { return A.lk != NULL; }
+
+unsigned long long ptsc__progress_sweeps(void) { return atomic_load(&A.sweeps); }
+
+void ptsc__progress_enter(ptsc_ctx_t *ctx)
+{
+    if (A.lk)
+        pthread_mutex_lock(&A.lk[ctx->index]);
+}
+
+void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)
+{
+    if (!A.lk)
+        return;
+    int i = ctx->index;
+    if (!want) {
+        lower_want(i);
+    } else if (!atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
+        A.ctx[i] = ctx;
+        atomic_store_explicit(&A.want[i], 1, memory_order_relaxed);
+        atomic_fetch_add(&A.nwant, 1);
+        /* Wake the agent only when it blocks; while it lingers or polls it
+         * sees the raised want on its next sweep (see agent_main). */
+        if (atomic_load(&A.sleeping)) {
+            pthread_mutex_lock(&A.mu);
+            pthread_cond_signal(&A.cv);
+            pthread_mutex_unlock(&A.mu);
+        }
+    }
+    pthread_mutex_unlock(&A.lk[i]);
+}
+
+void ptsc__progress_forget(ptsc_ctx_t *ctx)
+{
+    if (!A.lk)
+        return;
+    int i = ctx->index;
+    pthread_mutex_lock(&A.lk[i]);
+    if (A.ctx[i] == ctx) {
+        A.ctx[i] = NULL;
+        lower_want(i);
+    }
+    pthread_mutex_unlock(&A.lk[i]);
+}
