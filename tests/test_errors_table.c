@@ -190,6 +190,7 @@ static int c_in_place_world_bcast(void)
 
 static int c_negative_count(void) { return ready(), ptsc_send(ctx, buf, -1, MPI_INT, 0, 1, 0); }
 static int c_count_overflow(void) { return ready(), ptsc_isend(ctx, buf, 3, pow2_type(62), 0, 1, 0, &req); }
+static int c_coll_count_overflow(void) { return ready(), ptsc_bcast(ctx, buf, 3, pow2_type(62), 0); }
 static int c_element_overflow(void) { return ready(), ptsc_send(ctx, buf, 1, pow2_type(63), 0, 1, 0); }
 static int c_span_overflow(void)
 {
@@ -338,6 +339,7 @@ static const struct {
     CASE(in_place_world_bcast),
     CASE(negative_count),
     CASE(count_overflow),
+    CASE(coll_count_overflow),
     CASE(element_overflow),
     CASE(span_overflow),
     CASE(piece_overflow),
