@@ -171,9 +171,9 @@ static int lanes_failed(int rc)
     char detail[PTSC__DETAIL_LEN];
     snprintf(detail, sizeof detail, "%s", ptsc__tls()->detail);
     return ptsc__err(PTSC_ERR_CONFIG,
-                     "ptsc_init: PTSC_MAX_THREADS=%d is more than this MPI allows: PTSC_COMM=dup needs %d "
-                     "duplicates of MPI_COMM_WORLD (MPICH 4.0 has about 2045 communicators per process); "
-                     "lower PTSC_MAX_THREADS or use PTSC_COMM=shared (%s)",
+                     "ptsc_init: MPI could not create the %d lanes of PTSC_MAX_THREADS=%d (PTSC_COMM=dup "
+                     "duplicates MPI_COMM_WORLD once per slot; MPICH 4.0 has about 2045 communicators per "
+                     "process): lower PTSC_MAX_THREADS or use PTSC_COMM=shared (%s)",
                      ptsc__g.nthreads, ptsc__g.nthreads, detail);
 }
 
