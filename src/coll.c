@@ -321,7 +321,7 @@ static int check_side(const ptsc__side_t *x, int v, const char *what, const char
     }
     int rc = ptsc__check_buf_side(x->buf, end, x->type, call, what, bytes);
     if (rc == PTSC_OK && !v && x->per_peer) {
-        if (*bytes > SIZE_MAX / (size_t)n)
+        if (*bytes > (size_t)PTRDIFF_MAX / (size_t)n)
             return ptsc__err(PTSC_ERR_COUNT, "%s: %d blocks of this size exceed the address space", call, n);
         *bytes *= (size_t)n;
     }

@@ -57,8 +57,9 @@ static const var_t vars[] = {
      "Thread slots (lanes) per rank: thread indices run from 0 to this minus 1. auto is the largest of 16, "
      "omp_get_max_threads(), the product of the OMP_NUM_THREADS list and OMP_THREAD_LIMIT where set (up to "
      "256); ptsc-info says which decided. Each slot costs a communicator (MPI_Comm_dup at init) with "
-     "PTSC_COMM=dup and shrinks the tag range (ptsc_tag_max), most with PTSC_COMM=shared. Must be equal "
-     "on every rank."},
+     "PTSC_COMM=dup, and MPICH 4.0 has about 2045 in all (more slots fail ptsc_init with "
+     "PTSC_ERR_CONFIG on every rank: use PTSC_COMM=shared there); each slot shrinks the tag range "
+     "(ptsc_tag_max), most with PTSC_COMM=shared. Must be equal on every rank."},
     {"PTSC_DEVICE_MAP", "rank", VAR_DEVMAP, FIELD(device_map), NULL, 0, 0,
      "Device of each thread: rank (node-local rank modulo devices), thread (thread index modulo devices), "
      "or a comma list of device numbers indexed by node-local rank * threads + thread, modulo its length."},

@@ -294,11 +294,19 @@ int ptsc_omp_attach(ptsc_ctx_t **ctx)
  * error (never another index: peers address the thread by that number);
  * in a nested active region PTSC_ERR_NESTED, since numbers repeat there.
  */
+static int self_attach(ptsc_ctx_t **ctx, const char *call);
+
 int ptsc_self(ptsc_ctx_t **ctx)
 {
     int rc = ptsc__check_ready("ptsc_self");
-    if (rc != PTSC_OK)
-        return rc;
+    return rc != PTSC_OK ? rc : self_attach(ctx, "ptsc_self");
+}
+
+/* ptsc_self's rule; `call` is what the details name: the call the program
+ * made (a lazy attach inside ptsc_send says "ptsc_send (lazy attach)"). */
+static int self_attach(ptsc_ctx_t **ctx, const char *call)
+{
+    int rc;
     ptsc_ctx_t *self = ptsc__tls()->ctx;
     if (self) {
         if (ctx)
@@ -307,25 +315,25 @@ int ptsc_self(ptsc_ctx_t **ctx)
     }
     int active = omp_get_active_level();
     if (active == 0)
-        return attach(-1, 1, ctx, "ptsc_self");
+        return attach(-1, 1, ctx, call);
     if (active > 1)
         return ptsc__err(PTSC_ERR_NESTED,
-                         "ptsc_self: lazy attach in a nested parallel region (active level %d), where OpenMP "
+                         "%s: lazy attach in a nested parallel region (active level %d), where OpenMP "
                          "thread numbers repeat; compute an index and call ptsc_thread_attach",
-                         active);
+                         call, active);
     int t = 0;
     omp_index(&t);
     if (t >= ptsc__g.nthreads)
         return ptsc__err(PTSC_ERR_THREAD,
-                         "ptsc_self: OpenMP thread %d attaches lazily as index %d, which is outside [0, %d) "
+                         "%s: OpenMP thread %d attaches lazily as index %d, which is outside [0, %d) "
                          "(PTSC_MAX_THREADS)",
-                         t, t, ptsc__g.nthreads);
-    rc = attach(t, 1, ctx, "ptsc_self");
+                         call, t, t, ptsc__g.nthreads);
+    rc = attach(t, 1, ctx, call);
     if (rc == PTSC_ERR_THREAD_TAKEN)
         return ptsc__err(PTSC_ERR_THREAD_TAKEN,
-                         "ptsc_self: OpenMP thread %d attaches lazily as index %d, which another live thread "
+                         "%s: OpenMP thread %d attaches lazily as index %d, which another live thread "
                          "holds; attach that thread or this one explicitly with ptsc_thread_attach",
-                         t, t);
+                         call, t, t);
     return rc;
 }
 
@@ -378,8 +386,11 @@ int ptsc__ctx_resolve(ptsc_ctx_t **ctx, const char *call)
     int rc = ptsc__check_ready(call);
     if (rc != PTSC_OK)
         return rc;
-    if (!*ctx)
-        return ptsc_self(ctx);
+    if (!*ctx) {
+        char lazy[64];
+        snprintf(lazy, sizeof lazy, "%s (lazy attach)", call);
+        return self_attach(ctx, lazy);
+    }
     /* Compared with the caller's own context rather than read: the pointer
      * may be another thread's, or dangle after its thread ended. */
     if (*ctx != ptsc__tls()->ctx)

@@ -52,6 +52,7 @@
  */
 #include "ptsc_internal.h"
 
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -976,27 +977,54 @@ static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass
  * error handler, which aborts. On by default on every MPI. */
 static int guarded(void) { return ptsc__g.recv_guard; }
 
-static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
-                        int rank, int thread, int tag, const char *call, struct ptsc_request **out)
+/* The path of a message and whether the engine takes it; nothing changes. */
+static int admit(const ptsc_ctx_t *ctx, int is_recv, const void *buf, MPI_Datatype type, size_t bytes,
+                 const char *call, ptsc_memclass_t *cls, int *contig, int *staged)
 {
-    ptsc_memclass_t cls = PTSC_MEM_HOST;
-    int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
+    *cls = PTSC_MEM_HOST;
+    int rc = buf ? ptsc__mem_classify(buf, cls) : PTSC_OK;
     if (rc != PTSC_OK)
         return rc;
-    int contig = ptsc__type_is_contiguous(type);
-    int staged = choose_staged(ctx, cls, bytes, contig);
-    if (staged && !contig)
+    *contig = ptsc__type_is_contiguous(type);
+    *staged = choose_staged(ctx, *cls, bytes, *contig);
+    if (*staged && !*contig)
         return ptsc__err(
             PTSC_ERR_UNSUPPORTED,
             "%s: a device buffer with a non-contiguous datatype cannot be staged (pack it first, "
             "or use a CUDA-aware MPI with PTSC_STAGING=auto)",
             call);
     int framed_send = !is_recv && ptsc__g.framed && bytes > chunk();
-    if (framed_send && !staged && !contig)
+    if (framed_send && !*staged && !*contig)
         return ptsc__err(PTSC_ERR_UNSUPPORTED,
                          "%s: a message above PTSC_STAGING_CHUNK (%zu bytes) with a non-contiguous datatype "
                          "while staging is on (pack it first)",
                          call, chunk());
+    /* Pieces are counted in an int. */
+    if (framed_send && (bytes - 1) / chunk() >= (size_t)INT_MAX)
+        return ptsc__err(PTSC_ERR_COUNT,
+                         "%s: a %zu-byte message would travel in more than INT_MAX pieces of "
+                         "PTSC_STAGING_CHUNK=%zu bytes",
+                         call, bytes, chunk());
+    return PTSC_OK;
+}
+
+int ptsc__engine_admit(const ptsc_ctx_t *ctx, int is_recv, const void *buf, MPI_Datatype type, size_t bytes,
+                       const char *call)
+{
+    ptsc_memclass_t cls;
+    int contig, staged;
+    return admit(ctx, is_recv, buf, type, bytes, call, &cls, &contig, &staged);
+}
+
+static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
+                        int rank, int thread, int tag, const char *call, struct ptsc_request **out)
+{
+    ptsc_memclass_t cls;
+    int contig, staged;
+    int rc = admit(ctx, is_recv, buf, type, bytes, call, &cls, &contig, &staged);
+    if (rc != PTSC_OK)
+        return rc;
+    int framed_send = !is_recv && ptsc__g.framed && bytes > chunk();
     engine_progress(ctx);
     struct ptsc_request *r = req_get(ctx);
     if (!r)

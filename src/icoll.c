@@ -645,6 +645,10 @@ static int start(ptsc_ctx_t *ctx, int prep_rc, ptsc__coll_t *c, ptsc_request_t *
 
 static int null_req(const ptsc_request_t *req, const char *call)
 {
+    /* Not initialised comes first, as in every call. */
+    int rc = ptsc__check_ready(call);
+    if (rc != PTSC_OK)
+        return rc;
     return req ? PTSC_OK : ptsc__err(PTSC_ERR_ARG, "%s: request pointer is NULL", call);
 }
 

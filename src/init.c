@@ -1,7 +1,9 @@
 /* Process life cycle: ptsc_init, ptsc_finalize and what they report. */
 #include "ptsc_internal.h"
 
+#include <limits.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,26 +136,61 @@ static int choose_paths(void)
     return PTSC_OK;
 }
 
-static int init_body(int *argc, char ***argv)
+/* The first collective of init: every rank tells whether its own
+ * configuration loaded (`cfg_rc`), so that a rank with a bad PTSC_* value
+ * fails init with its own detail and every other rank learns of it, rather
+ * than waiting in a collective the failed rank never joins. */
+static int agree_config_loaded(MPI_Comm world, int cfg_rc)
 {
-    int rc = ptsc__config_load(&ptsc__g.cfg);
-    if (rc != PTSC_OK) {
-        ptsc__log(PTSC__LOG_ERROR, "%s", ptsc__tls()->detail);
-        return rc;
+    char detail[PTSC__DETAIL_LEN];
+    snprintf(detail, sizeof detail, "%s", ptsc__tls()->detail);
+    int v[2] = {cfg_rc != PTSC_OK, cfg_rc != PTSC_OK ? -ptsc__g.rank : INT_MIN}, hi[2];
+    int mrc = MPI_Allreduce(v, hi, 2, MPI_INT, MPI_MAX, world);
+    if (mrc != MPI_SUCCESS)
+        return ptsc__err_mpi(mrc, "ptsc_init: MPI_Allreduce");
+    if (cfg_rc != PTSC_OK) {
+        ptsc__err_set_detail(detail);
+        return cfg_rc;
     }
-    if ((rc = init_mpi(argc, argv)) != PTSC_OK)
-        goto undo_mpi;
+    if (hi[0])
+        return ptsc__err(
+            PTSC_ERR_CONFIG,
+            "ptsc_init: rank %d has a bad PTSC_* value (its ptsc_init names it); set it alike on "
+            "every rank",
+            -hi[1]);
+    return PTSC_OK;
+}
 
-    MPI_Comm world = MPI_COMM_WORLD;
-    MPI_Comm_rank(world, &ptsc__g.rank);
-    MPI_Comm_size(world, &ptsc__g.nranks);
+/* PTSC_COMM=dup duplicates MPI_COMM_WORLD once per thread slot; an MPI with
+ * fewer communicators than that (MPICH 4.0: "Too many communicators", about
+ * 2045 per process) fails a duplicate on every rank alike. */
+static int lanes_failed(int rc)
+{
+    if (rc != PTSC_ERR_MPI || ptsc__g.cfg.comm == PTSC__COMM_SHARED)
+        return rc;
+    char detail[PTSC__DETAIL_LEN];
+    snprintf(detail, sizeof detail, "%s", ptsc__tls()->detail);
+    return ptsc__err(PTSC_ERR_CONFIG,
+                     "ptsc_init: MPI could not create the %d lanes of PTSC_MAX_THREADS=%d (PTSC_COMM=dup "
+                     "duplicates MPI_COMM_WORLD once per slot; MPICH 4.0 has about 2045 communicators per "
+                     "process): lower PTSC_MAX_THREADS or use PTSC_COMM=shared (%s)",
+                     ptsc__g.nthreads, ptsc__g.nthreads, detail);
+}
+
+/* Init's collective part, from the first agreement on; `cfg_rc` is how
+ * this rank's configuration loaded. */
+static int init_collective(MPI_Comm world, int cfg_rc)
+{
+    int rc = agree_config_loaded(world, cfg_rc);
+    if (rc != PTSC_OK)
+        return rc;
     if (ptsc__g.rank == 0)
         ptsc__config_warn_unknown();
     ptsc__g.nthreads = ptsc__config_slots_now(&ptsc__g.cfg, NULL, NULL, 0);
     if ((rc = setup_node(world)) != PTSC_OK || (rc = choose_paths()) != PTSC_OK ||
         (rc = check_agreement(world)) != PTSC_OK)
         goto undo_gpu;
-    if ((rc = ptsc__lanes_create(world)) != PTSC_OK)
+    if ((rc = lanes_failed(ptsc__lanes_create(world))) != PTSC_OK)
         goto undo_gpu;
     if ((rc = ptsc__world_setup(world)) != PTSC_OK)
         goto undo_lanes;
@@ -173,7 +210,6 @@ static int init_body(int *argc, char ***argv)
      * (started above, in ptsc__gpu_init) every later change bumps it. */
     atomic_fetch_add(&ptsc__g.mem_epoch, 1u);
     atomic_store(&ptsc__g.devmask, 0ul);
-
     return PTSC_OK;
 
 undo_lanes:
@@ -181,7 +217,37 @@ undo_lanes:
     ptsc__lanes_free();
 undo_gpu:
     ptsc__gpu_finalize();
-undo_mpi:
+    return rc;
+}
+
+static int init_body(int *argc, char ***argv)
+{
+    /* A bad configuration fails init only after the other ranks were told
+     * (agree_config_loaded): MPI is initialised all the same. */
+    int cfg_rc = ptsc__config_load(&ptsc__g.cfg);
+    char cfg_detail[PTSC__DETAIL_LEN];
+    snprintf(cfg_detail, sizeof cfg_detail, "%s", ptsc__tls()->detail);
+    int rc = init_mpi(argc, argv);
+    if (rc != PTSC_OK && cfg_rc != PTSC_OK) {
+        rc = cfg_rc; /* the configuration's detail, which came first */
+        ptsc__err_set_detail(cfg_detail);
+    }
+    if (rc == PTSC_OK) {
+        MPI_Comm world = MPI_COMM_WORLD;
+        MPI_Comm_rank(world, &ptsc__g.rank);
+        MPI_Comm_size(world, &ptsc__g.nranks);
+        /* Init's collectives return their errors (duplicating many lanes
+         * can run out of communicators); the program's handler is back
+         * once init ends. */
+        MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+        MPI_Comm_get_errhandler(world, &handler);
+        MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+        rc = init_collective(world, cfg_rc);
+        MPI_Comm_set_errhandler(world, handler);
+        MPI_Errhandler_free(&handler);
+    }
+    if (rc == PTSC_OK)
+        return PTSC_OK;
     /* A failed init leaves MPI as it found it only where ptsc started it and
      * nothing else can use it: the thread level is final for the process. */
     if (ptsc__g.own_mpi && rc == PTSC_ERR_THREAD_LEVEL) {

@@ -49,8 +49,68 @@ static MPI_Count predefined_size(MPI_Datatype t)
     return 0;
 }
 
-int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
-                         size_t *bytes)
+/* The largest byte count (and span) a buffer may have: an object larger than
+ * PTRDIFF_MAX bytes cannot exist in C, so a count beyond it is an error in
+ * the call, never a message to try. */
+#define PTSC__MAX_BYTES ((uint64_t)PTRDIFF_MAX)
+
+/* A datatype's size, or an error: not committed (PTSC_ERR_ARG), or a size
+ * MPI_Count cannot hold (PTSC_ERR_COUNT: Open MPI answers MPI_UNDEFINED,
+ * MPICH a negative size). */
+static int type_size(MPI_Datatype type, const char *call, const char *sp, const char *gap, MPI_Count *size)
+{
+    *size = predefined_size(type);
+    if (*size > 0)
+        return PTSC_OK;
+    if (MPI_Type_size_x(type, size) != MPI_SUCCESS)
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not a committed MPI datatype", call, sp, gap);
+    if (*size == MPI_UNDEFINED || *size < 0)
+        return ptsc__err(PTSC_ERR_COUNT,
+                         "%s: %s%sdatatype is larger than an MPI_Count can hold (more than 2^63-1 bytes per "
+                         "element)",
+                         call, sp, gap);
+    /* MPI has no query for "committed", but MPI_Pack of no element refuses a
+     * type that is not (MPI_ERR_TYPE through a lane's MPI_ERRORS_RETURN, in
+     * Open MPI and MPICH alike); a receive with such a type could otherwise
+     * wait for ever before MPI looks at its type. */
+    char none[1];
+    int pos = 0;
+    if (ptsc__g.lanes && MPI_Pack(none, 0, type, none, 0, &pos, ptsc__g.lanes[0]) != MPI_SUCCESS)
+        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not committed (call MPI_Type_commit first)", call,
+                         sp, gap);
+    return PTSC_OK;
+}
+
+/* What `count` elements of a derived `type` cover from the first byte to
+ * the last: (count - 1) * |extent| + true extent, or 0 when it exceeds
+ * PTSC__MAX_BYTES. */
+static uint64_t type_span(MPI_Datatype type, int count)
+{
+    MPI_Count lb, extent, tlb, textent;
+    if (MPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
+        MPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS || extent == MPI_UNDEFINED ||
+        textent == MPI_UNDEFINED || textent < 0 || extent == INT64_MIN)
+        return 0;
+    uint64_t mag = (uint64_t)(extent < 0 ? -extent : extent), step = (uint64_t)count - 1;
+    if (mag && step > PTSC__MAX_BYTES / mag)
+        return 0;
+    uint64_t reach = step * mag;
+    return reach > PTSC__MAX_BYTES - (uint64_t)textent ? 0 : reach + (uint64_t)textent;
+}
+
+/* NULL (MPI_BOTTOM) with a datatype whose data lies at absolute addresses:
+ * its true lower bound is an address, at or above the lowest one Linux maps
+ * (vm.mmap_min_addr, 64 KiB by default). A type built from displacements
+ * relative to a buffer starts far lower. */
+static int bottom_absolute(MPI_Datatype type)
+{
+    MPI_Count tlb, textent;
+    return predefined_size(type) == 0 && MPI_Type_get_true_extent_x(type, &tlb, &textent) == MPI_SUCCESS &&
+           tlb >= 65536;
+}
+
+static int check_buf(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                     int bottom_ok, size_t *bytes)
 {
     /* "send buffer", "receive count": calls with two buffers say which one. */
     const char *sp = side ? side : "", *gap = side ? " " : "";
@@ -58,31 +118,38 @@ int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const ch
         return ptsc__err(PTSC_ERR_COUNT, "%s: %s%scount %d is negative", call, sp, gap, count);
     if (type == MPI_DATATYPE_NULL)
         return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is MPI_DATATYPE_NULL", call, sp, gap);
-    if (!buf && count > 0)
-        return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: %s%sbuffer is NULL with count %d", call, sp, gap, count);
-    MPI_Count size = predefined_size(type);
-    if (size == 0 && (MPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0))
-        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not a committed MPI datatype", call, sp, gap);
-    /* MPI has no query for "committed", but MPI_Pack of no element refuses a
-     * type that is not (MPI_ERR_TYPE through a lane's MPI_ERRORS_RETURN, in
-     * Open MPI and MPICH alike); a receive with such a type could otherwise
-     * wait for ever before MPI looks at its type. */
-    char none[1];
-    int pos = 0;
-    if (predefined_size(type) == 0 && ptsc__g.lanes &&
-        MPI_Pack(none, 0, type, none, 0, &pos, ptsc__g.lanes[0]) != MPI_SUCCESS)
-        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not committed (call MPI_Type_commit first)", call,
-                         sp, gap);
-    if (count > 0 && (uint64_t)size > SIZE_MAX / (uint64_t)count)
-        return ptsc__err(PTSC_ERR_COUNT, "%s: %s%scount %d of %lld-byte elements overflows a size_t", call,
-                         sp, gap, count, (long long)size);
+    /* Every caller that accepts MPI_IN_PLACE handles it before this check. */
+    if (buf == MPI_IN_PLACE)
+        return ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is not valid as the %s%sbuffer here", call, sp, gap);
+    MPI_Count size;
+    int rc = type_size(type, call, sp, gap, &size);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!buf && count > 0 && !(bottom_ok && bottom_absolute(type)))
+        return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: %s%sbuffer is NULL with count %d%s", call, sp, gap, count,
+                         bottom_ok ? " (MPI_BOTTOM needs a datatype of absolute addresses)" : "");
+    if (count > 0 && (uint64_t)size > PTSC__MAX_BYTES / (uint64_t)count)
+        return ptsc__err(
+            PTSC_ERR_COUNT,
+            "%s: %s%scount %d of %lld-byte elements exceeds the address space (PTRDIFF_MAX bytes)", call, sp,
+            gap, count, (long long)size);
+    if (count > 0 && predefined_size(type) == 0 && type_span(type, count) == 0 && size > 0)
+        return ptsc__err(PTSC_ERR_COUNT,
+                         "%s: %s%s%d elements of this datatype span more than the address space", call, sp,
+                         gap, count);
     *bytes = (size_t)count * (size_t)size;
     return PTSC_OK;
 }
 
+int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                         size_t *bytes)
+{
+    return check_buf(buf, count, type, call, side, 0, bytes);
+}
+
 int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes)
 {
-    return ptsc__check_buf_side(buf, count, type, call, NULL, bytes);
+    return check_buf(buf, count, type, call, NULL, 0, bytes);
 }
 
 int ptsc__type_is_contiguous(MPI_Datatype type)
@@ -126,7 +193,7 @@ static int start_check(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatyp
 {
     int rc = ptsc__ctx_resolve(ctx, call);
     if (rc == PTSC_OK)
-        rc = ptsc__check_buf(buf, count, type, call, bytes);
+        rc = check_buf(buf, count, type, call, NULL, 1, bytes);
     if (rc == PTSC_OK)
         rc = check_peer(rank, thread, tag, is_recv, call);
     return rc;
@@ -202,9 +269,12 @@ int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, i
                ptsc_request_t *req)
 {
     size_t bytes = 0;
+    int rc = ptsc__check_ready("ptsc_isend");
+    if (rc != PTSC_OK)
+        return rc;
     if (!req)
         return ptsc__err(PTSC_ERR_ARG, "ptsc_isend: request pointer is NULL");
-    int rc = start_check(&ctx, buf, count, type, rank, thread, tag, 0, "ptsc_isend", &bytes);
+    rc = start_check(&ctx, buf, count, type, rank, thread, tag, 0, "ptsc_isend", &bytes);
     return rc != PTSC_OK ? rc
                          : ptsc__engine_start(ctx, 0, (void *)buf, count, type, bytes, rank, thread, tag,
                                               "ptsc_isend", req);
@@ -214,9 +284,12 @@ int ptsc_irecv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int ran
                ptsc_request_t *req)
 {
     size_t bytes = 0;
+    int rc = ptsc__check_ready("ptsc_irecv");
+    if (rc != PTSC_OK)
+        return rc;
     if (!req)
         return ptsc__err(PTSC_ERR_ARG, "ptsc_irecv: request pointer is NULL");
-    int rc = start_check(&ctx, buf, count, type, rank, thread, tag, 1, "ptsc_irecv", &bytes);
+    rc = start_check(&ctx, buf, count, type, rank, thread, tag, 1, "ptsc_irecv", &bytes);
     return rc != PTSC_OK
                ? rc
                : ptsc__engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, "ptsc_irecv", req);
@@ -231,13 +304,19 @@ int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype st
     /* The context is resolved (ready, owner) once for both halves. */
     int rc = ptsc__ctx_resolve(&ctx, call);
     if (rc == PTSC_OK)
-        rc = ptsc__check_buf_side(sbuf, scount, stype, call, "send", &sbytes);
+        rc = check_buf(sbuf, scount, stype, call, "send", 1, &sbytes);
     if (rc == PTSC_OK)
         rc = check_peer(dest_rank, dest_thread, stag, 0, call);
     if (rc == PTSC_OK)
-        rc = ptsc__check_buf_side(rbuf, rcount, rtype, call, "receive", &rbytes);
+        rc = check_buf(rbuf, rcount, rtype, call, "receive", 1, &rbytes);
     if (rc == PTSC_OK)
         rc = check_peer(src_rank, src_thread, rtag, 1, call);
+    /* Both halves are admitted before either starts: a send refused after
+     * the receive matched would have consumed the incoming message. */
+    if (rc == PTSC_OK)
+        rc = ptsc__engine_admit(ctx, 1, rbuf, rtype, rbytes, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__engine_admit(ctx, 0, sbuf, stype, sbytes, call);
     if (rc != PTSC_OK)
         return rc;
     ptsc_request_t r[2] = {PTSC_REQUEST_NULL, PTSC_REQUEST_NULL};
@@ -479,6 +558,9 @@ int ptsc_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, ptsc_info_t *info
 
 int ptsc_iprobe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
 {
+    int rc = ptsc__check_ready("ptsc_iprobe");
+    if (rc != PTSC_OK)
+        return rc;
     if (!flag)
         return ptsc__err(PTSC_ERR_ARG, "ptsc_iprobe: flag is NULL");
     return probe(ctx, rank, thread, tag, flag, info, "ptsc_iprobe");

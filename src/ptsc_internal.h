@@ -471,6 +471,10 @@ void ptsc__progress_forget(ptsc_ctx_t *ctx);
 /* Init: the progress agent with the engine's pass (PTSC_PROGRESS). Every
  * call below runs in the context's engine section (progress.c). */
 int ptsc__engine_setup(void);
+/* Whether ptsc__engine_start would take this buffer (its refusals, e.g. a
+ * non-contiguous type that cannot be staged), without starting anything. */
+int ptsc__engine_admit(const ptsc_ctx_t *ctx, int is_recv, const void *buf, MPI_Datatype type, size_t bytes,
+                       const char *call);
 /* Start a send or receive; `rank` may be PTSC_ANY_RANK for receives. */
 int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,
                        int rank, int thread, int tag, const char *call, struct ptsc_request **out);
