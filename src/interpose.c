@@ -1278,6 +1278,71 @@ PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, i
                  comm, "MPI_Sendrecv_replace");
 }
 
+#if MPI_VERSION >= 4
+/* MPI-4 calls, where mpi.h declares them (MPICH 4; not Open MPI 4.1). The
+ * non-blocking send-receives are staged as the blocking ones, their host
+ * copies settled by the completion call. */
+PTSC_MPI_API int MPI_Isendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
+                               void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag,
+                               MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Isendrecv"));
+    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Isendrecv");
+    if (rc != MPI_SUCCESS) {
+        (void)finish(&s, 1, "MPI_Isendrecv"); /* nothing was sent: the send's copy goes */
+        CHECKED_ON(comm, req, rc);
+    }
+    return track_any(
+        PMPI_Isendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag, comm, req),
+        req, &s, &r, 1, "MPI_Isendrecv");
+}
+
+PTSC_MPI_API int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag,
+                                       int source, int rtag, MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t b;
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Isendrecv_replace"));
+    return track(PMPI_Isendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, req), req, &b,
+                 "MPI_Isendrecv_replace");
+}
+
+/* Partitioned communication: the program fills (or reads) partitions
+ * after MPI_Start, marked by MPI_Pready (or seen by MPI_Parrived), so
+ * neither a sync nor a host copy at the start would cover them. A device,
+ * managed or pinned buffer is refused (MPI_ERR_BUFFER, reason logged);
+ * host buffers are forwarded (not staged, PTSC_STAGING=always too). */
+static int part_prep(const void *buf, int partitions, MPI_Count count, MPI_Datatype type, const char *call)
+{
+    ptsc_memclass_t cls;
+    int rc = lookup(buf, LOOK, &cls, call);
+    if (rc != MPI_SUCCESS || !acts_on(buf) || !ptsc__mem_needs_sync(cls))
+        return rc;
+    (void)partitions, (void)count, (void)type;
+    ptsc__err(PTSC_ERR_UNSUPPORTED,
+              "partitioned communication on %s memory: its partitions are filled and marked ready after the "
+              "start, which libptsc-mpi neither synchronises nor stages; use host memory",
+              cls == PTSC_MEM_PINNED    ? "pinned"
+              : cls == PTSC_MEM_MANAGED ? "managed"
+                                        : "device");
+    return fail(call, MPI_ERR_BUFFER);
+}
+
+PTSC_MPI_API int MPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatype type, int dest,
+                                int tag, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+    CHECKED_ON(comm, req, part_prep(buf, partitions, count, type, "MPI_Psend_init"));
+    return PMPI_Psend_init(buf, partitions, count, type, dest, tag, comm, info, req);
+}
+
+PTSC_MPI_API int MPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype type, int source,
+                                int tag, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+    CHECKED_ON(comm, req, part_prep(buf, partitions, count, type, "MPI_Precv_init"));
+    return PMPI_Precv_init(buf, partitions, count, type, source, tag, comm, info, req);
+}
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
