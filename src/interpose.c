@@ -1159,7 +1159,7 @@ static void start_done(pending_t *p, int mrc, MPI_Request now)
         return;
     if (mrc == MPI_SUCCESS && p->persistent)
         p->active = 1;
-    p->req = now;
+    p->req = now; /* the handle MPI_Start left: maybe a new one */
     link_pending(p);
 }
 

@@ -246,7 +246,12 @@ static void persistent(void)
         else
             MPI_OK(MPI_Send_init(buf[i], N, MPI_INT, peer, 70 + i, MPI_COMM_WORLD, &pr[i]));
     }
-    int moved[KINDS] = {0}, wrong = 0;
+    int moved[KINDS] = {0}, wrong = 0, bsend_wrong = 0;
+#if defined(OPEN_MPI)
+    const int ompi = 1;
+#else
+    const int ompi = 0;
+#endif
     for (int it = 0; it < ITER; it++) {
         for (int i = 0; i < KINDS; i++)
             for (int k = 0; k < N; k++)
@@ -275,24 +280,27 @@ static void persistent(void)
                     MPI_OK(MPI_Test(&pr[i], &flag, MPI_STATUS_IGNORE));
         }
         for (int i = 0; rank % 2 && i < KINDS; i++) {
-#if defined(OPEN_MPI)
-            /* Open MPI 4.1.4 sends a restarted persistent Bsend that it gave
-             * a new request (its old one still in the network) from its own
-             * attach buffer: wrong data without this library too. Its
-             * handle is followed all the same (the run fails on "never
-             * completed" otherwise). */
-            if (i == 1)
-                continue;
-#endif
             int bad = 0;
             for (int k = 0; k < N; k++)
                 bad += buf[i][k] != val(peer, i, it, 0, k);
+            bsend_wrong += i == 1 && bad;
+            if (i == 1 && bad && ompi)
+                continue; /* below */
             CHECK(bad == 0, "persistent kind %d start %d: %d elements wrong (first %d, want %d)", i, it, bad,
                   buf[i][0], val(peer, i, it, 0, 0));
             wrong += bad;
         }
     }
+    /* Open MPI 4.1.4 itself sends a restarted persistent Bsend that it gave
+     * a new request (the old one still in the network) from its attach
+     * buffer now and then: wrong data at 1 of 20 starts in some runs
+     * without this library. A host copy that is not refreshed once the
+     * handle moved goes wrong at about half of them. */
+    CHECK(bsend_wrong <= (ompi ? 3 : 0), "persistent Bsend: wrong data at %d of %d starts", bsend_wrong,
+          ITER);
     CHECK(wrong == 0, "persistent: %d elements wrong over %d starts", wrong, ITER);
+    if (rank == 1)
+        printf("mpi_interpose_threads: persistent Bsend: wrong data at %d of %d starts\n", bsend_wrong, ITER);
     if (rank == 0)
         printf("mpi_interpose_threads: persistent: new handles at %d, %d, %d of %d starts\n", moved[0],
                moved[1], moved[2], ITER);
