@@ -44,7 +44,9 @@
  * intercommunicator refuse a device buffer that would need staging
  * (MPI_ERR_BUFFER, with the reason logged). Without a device,
  * PTSC_STAGING=always stages host buffers, so CPU-only machines run the
- * staging code.
+ * staging code. MPI-4's partitioned inits refuse device, managed and
+ * pinned memory (MPI_ERR_BUFFER): their partitions are written after the
+ * start, where no sync or copy of this library could reach them.
  *
  * Persistent requests: Send_init / Recv_init note the buffer (and bind MPI
  * to its host copy where staging applies); each MPI_Start / MPI_Startall
