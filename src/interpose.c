@@ -44,7 +44,9 @@
  * intercommunicator refuse a device buffer that would need staging
  * (MPI_ERR_BUFFER, with the reason logged). Without a device,
  * PTSC_STAGING=always stages host buffers, so CPU-only machines run the
- * staging code.
+ * staging code. MPI-4's partitioned inits refuse device, managed and
+ * pinned memory (MPI_ERR_BUFFER): their partitions are written after the
+ * start, where no sync or copy of this library could reach them.
  *
  * Persistent requests: Send_init / Recv_init note the buffer (and bind MPI
  * to its host copy where staging applies); each MPI_Start / MPI_Startall
@@ -547,12 +549,23 @@ static int done2(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
 
 /* A request whose completion has work to do: a non-blocking operation's
  * host copy (until it completes), or a persistent request on memory that
- * needs a sync or a copy at each start (until MPI_Request_free). Entries
- * are found by handle while the handle is live (before the completion call
- * that frees it: another thread's new request may get the same value right
- * after) and settled by pointer. A request the program freed while it was
- * still running is `detached`: the entry keeps MPI's handle and is settled
- * by later calls into this library, or at MPI_Finalize. */
+ * needs a sync or a copy at each start (until MPI_Request_free).
+ *
+ * Ownership: an entry is in the table only while its handle is live and no
+ * call is working on it. A call that is given handles (Wait, Test and their
+ * array forms, Start, Startall, Request_free) takes their entries out of
+ * the table before it calls MPI, and owns them from then on: once MPI has
+ * completed a request, another thread's new request may get the same handle
+ * value at once, and must not find the old entry. After MPI returns, the
+ * owner settles the entries of the requests that completed (and frees them)
+ * and puts the others back under the handle MPI left in the caller's
+ * array: MPI_Start may return a new handle for a persistent request (Open
+ * MPI does for a send the network still holds), and the entry follows it.
+ * Two calls never work on one request at once (MPI forbids it), so no
+ * entry is taken by two owners. A request the program freed while it was
+ * still running is `detached`: the entry keeps MPI's handle, is skipped by
+ * the program's calls, and is settled by later calls into this library,
+ * or at MPI_Finalize. */
 typedef struct pending {
     MPI_Request req;
     mbuf_t b, b2; /* b2: a non-blocking collective's receive side */
@@ -581,47 +594,46 @@ static void link_pending(pending_t *p)
     pthread_mutex_unlock(&pend_lock);
 }
 
-/* 1 if `p` was in the table (this caller took it out), 0 if another
- * thread did first. */
-static int unlink_pending(pending_t *p)
+/* The first entry that `want` accepts, out of the table (the caller owns
+ * it now), or NULL. Under pend_lock. */
+static pending_t *take_locked(int (*want)(const pending_t *, MPI_Request), MPI_Request r)
 {
-    int found = 0;
-    pthread_mutex_lock(&pend_lock);
     for (pending_t **pp = &pend; *pp; pp = &(*pp)->next)
-        if (*pp == p) {
+        if (want(*pp, r)) {
+            pending_t *p = *pp;
             *pp = p->next;
             atomic_fetch_sub(&n_pending, 1);
-            found = 1;
-            break;
+            return p;
         }
-    pthread_mutex_unlock(&pend_lock);
-    return found;
+    return NULL;
 }
 
-/* The entry of live request `r` (not a detached one) other than the `n`
- * in `taken`, or NULL. Handles are not always unique: Open MPI returns one
- * shared, already complete request object for sends that finished at once,
- * so one array may hold it several times for several entries. */
-static pending_t *pending_other(MPI_Request r, pending_t *const *taken, int n)
+static int is_live(const pending_t *p, MPI_Request r) { return !p->detached && same_req(p->req, r); }
+static int is_detached(const pending_t *p, MPI_Request r) { return (void)r, p->detached; }
+
+/* The entries of the program's requests reqs[0 .. n), taken out of the
+ * table: out[i] for reqs[i], or NULL. One array may name a handle twice
+ * (MPI_REQUEST_NULL, or a shared complete request of Open MPI's): each
+ * occurrence takes an entry of its own, if any is left. */
+static void take_all(int n, const MPI_Request *reqs, pending_t **out)
 {
-    if (!atomic_load(&n_pending) || same_req(r, MPI_REQUEST_NULL))
-        return NULL;
-    pending_t *p;
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    if (!atomic_load(&n_pending))
+        return;
     pthread_mutex_lock(&pend_lock);
-    for (p = pend; p; p = p->next) {
-        if (p->detached || !same_req(p->req, r))
-            continue;
-        int k = 0;
-        while (k < n && taken[k] != p)
-            k++;
-        if (k == n)
-            break;
-    }
+    for (int i = 0; i < n; i++)
+        if (!same_req(reqs[i], MPI_REQUEST_NULL))
+            out[i] = take_locked(is_live, reqs[i]);
     pthread_mutex_unlock(&pend_lock);
+}
+
+static pending_t *take(MPI_Request r)
+{
+    pending_t *p;
+    take_all(1, &r, &p);
     return p;
 }
-
-static pending_t *pending_of(MPI_Request r) { return pending_other(r, NULL, 0); }
 
 /* Remember a started operation's host copies (`b2` may be NULL); without
  * memory for the entry, wait for it. Only a point-to-point operation's
@@ -682,9 +694,10 @@ static int track2(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, const char *
     return track_any(mrc, req, b, b2, 0, call);
 }
 
-/* The request of entry `p` completed with `st` (an error status too): a
- * receive's host copy goes back unless cancelled; a non-blocking
- * operation's entry goes, a persistent one's stays for its next start. */
+/* The request of entry `p`, taken out of the table by the caller, completed
+ * with `st` (an error status too; NULL: not known): a receive's host copy
+ * goes back unless cancelled; a non-blocking operation's entry is freed, a
+ * persistent one's stays the caller's, to be put back for its next start. */
 static int settle(pending_t *p, const MPI_Status *st)
 {
     if (!p)
@@ -693,8 +706,6 @@ static int settle(pending_t *p, const MPI_Status *st)
     if (p->p2p && st && st != MPI_STATUS_IGNORE)
         PMPI_Test_cancelled(st, &cancelled);
     if (!p->persistent) {
-        if (!unlink_pending(p))
-            return MPI_SUCCESS; /* settled by another thread's call */
         int rc = finish(&p->b, cancelled, p->call), rc2 = finish(&p->b2, cancelled, p->call);
         free(p);
         rc = rc != MPI_SUCCESS ? rc : rc2;
@@ -707,10 +718,30 @@ static int settle(pending_t *p, const MPI_Status *st)
     return fail(p->call, MPI_ERR_OTHER);
 }
 
-/* A persistent entry whose request MPI no longer holds. */
+/* An entry taken out of the table, after the call that took it: settled
+ * if its request completed (`done`, with status `st`); kept under handle
+ * `now`, what MPI left in the caller's argument, if MPI still holds it
+ * (not completed, or persistent). A non-blocking operation whose handle MPI
+ * has nulled without saying it completed (an error of another request in
+ * the same call) is settled too: MPI holds it no more. */
+static int conclude(pending_t *p, int done, const MPI_Status *st, MPI_Request now)
+{
+    if (!p)
+        return MPI_SUCCESS;
+    int persistent = p->persistent;
+    if (!done && !persistent && same_req(now, MPI_REQUEST_NULL))
+        done = 1, st = NULL;
+    int rc = done ? settle(p, st) : MPI_SUCCESS; /* frees a non-persistent one */
+    if (!done || persistent) {
+        p->req = now;
+        link_pending(p);
+    }
+    return rc;
+}
+
+/* An entry taken out of the table whose request MPI no longer holds. */
 static void drop(pending_t *p)
 {
-    unlink_pending(p);
     release(&p->b);
     release(&p->b2);
     free(p);
@@ -725,15 +756,15 @@ static void progress_detached(int wait)
         (wait ? pthread_mutex_lock(&detach_lock) : pthread_mutex_trylock(&detach_lock)))
         return;
     for (;;) {
-        pending_t *p;
         pthread_mutex_lock(&pend_lock);
-        for (p = pend; p && !p->detached; p = p->next)
-            ;
+        pending_t *p = take_locked(is_detached, MPI_REQUEST_NULL);
         pthread_mutex_unlock(&pend_lock);
         int done = 0;
         MPI_Status st;
         if (p)
             wait ? (PMPI_Wait(&p->req, &st), done = 1) : PMPI_Test(&p->req, &done, &st);
+        if (p && !done)
+            link_pending(p);
         if (!p || !done)
             break; /* one at a time in the test form: later calls take the next */
         atomic_fetch_sub(&n_detached, 1);
@@ -871,8 +902,9 @@ PTSC_MPI_API int MPIX_Query_cuda_support(void)
     } while (0)
 #define CHECKED_ON(comm, req, expr) CHECKED_RAISE(raise_on, comm, req, expr)
 
-/* The entries of `n` requests, looked up before the completion call, and
- * statuses where the caller ignores them; on the stack up to 16. */
+/* The entries of `n` requests, taken out of the table before the call
+ * (each must be concluded after it), and statuses where the caller
+ * ignores them; on the stack up to 16. */
 typedef struct {
     pending_t *few[16], **p;
     MPI_Status fews[16], *st;
@@ -895,8 +927,7 @@ static int save(saved_t *s, int n, const MPI_Request *reqs, MPI_Status *sts)
         ptsc__err(PTSC_ERR_NO_MEMORY, "request handles");
         return fail("a completion call", MPI_ERR_NO_MEM);
     }
-    for (int i = 0; i < n; i++)
-        s->p[i] = pending_other(reqs[i], s->p, i);
+    take_all(n, reqs, s->p);
     return MPI_SUCCESS;
 }
 
@@ -919,9 +950,9 @@ PTSC_MPI_API int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
     if (!busy())
         return PMPI_Wait(req, st);
-    pending_t *p = pending_of(*req);
+    pending_t *p = take(*req);
     MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
-    int mrc = PMPI_Wait(req, s), frc = settle(p, s);
+    int mrc = PMPI_Wait(req, s), frc = conclude(p, 1, s, *req);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
 
@@ -929,10 +960,10 @@ PTSC_MPI_API int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
 {
     if (!busy())
         return PMPI_Test(req, flag, st);
-    pending_t *p = pending_of(*req);
+    pending_t *p = take(*req);
     MPI_Status own, *s = st == MPI_STATUS_IGNORE ? &own : st;
     *flag = 0;
-    int mrc = PMPI_Test(req, flag, s), frc = *flag ? settle(p, s) : MPI_SUCCESS;
+    int mrc = PMPI_Test(req, flag, s), frc = conclude(p, *flag, s, *req);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
 
@@ -944,10 +975,8 @@ static int all(int wait, int n, MPI_Request reqs[], int *flag, MPI_Status sts[])
     int dummy = 1, *f = wait ? &dummy : flag;
     *f = wait;
     int mrc = wait ? PMPI_Waitall(n, reqs, s.st) : PMPI_Testall(n, reqs, flag, s.st), frc = MPI_SUCCESS;
-    for (int i = 0; *f && i < n; i++) {
-        if (!s.p[i] || !finished(mrc, &s.st[i]))
-            continue;
-        int rc = settle(s.p[i], &s.st[i]);
+    for (int i = 0; i < n; i++) {
+        int rc = conclude(s.p[i], *f && finished(mrc, &s.st[i]), &s.st[i], reqs[i]);
         frc = frc != MPI_SUCCESS ? frc : rc;
     }
     unsave(&s, sts);
@@ -973,8 +1002,10 @@ static int any(int wait, int n, MPI_Request reqs[], int *index, int *flag, MPI_S
     *index = MPI_UNDEFINED;
     int mrc = wait ? PMPI_Waitany(n, reqs, index, sp) : PMPI_Testany(n, reqs, index, flag, sp),
         frc = MPI_SUCCESS;
-    if (*index != MPI_UNDEFINED && *index >= 0 && *index < n)
-        frc = settle(s.p[*index], sp);
+    for (int i = 0; i < n; i++) {
+        int rc = conclude(s.p[i], i == *index, sp, reqs[i]);
+        frc = frc != MPI_SUCCESS ? frc : rc;
+    }
     unsave(&s, MPI_STATUSES_IGNORE);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
@@ -999,11 +1030,15 @@ static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[
                    : PMPI_Testsome(n, reqs, outcount, indices, s.st);
     int frc = MPI_SUCCESS;
     for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++) {
-        if (indices[k] < 0 || indices[k] >= n)
+        int i = indices[k];
+        if (i < 0 || i >= n || !s.p[i])
             continue;
-        int rc = settle(s.p[indices[k]], &s.st[k]);
+        int rc = conclude(s.p[i], 1, &s.st[k], reqs[i]);
+        s.p[i] = NULL;
         frc = frc != MPI_SUCCESS ? frc : rc;
     }
+    for (int i = 0; i < n; i++)
+        conclude(s.p[i], 0, NULL, reqs[i]);
     unsave(&s, sts);
     return mrc != MPI_SUCCESS ? mrc : frc;
 }
@@ -1026,7 +1061,7 @@ PTSC_MPI_API int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indi
  * persistent request is released at once. */
 PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
 {
-    pending_t *p = busy() ? pending_of(*req) : NULL;
+    pending_t *p = busy() ? take(*req) : NULL;
     if (!p)
         return PMPI_Request_free(req);
     if (p->persistent && !p->active) {
@@ -1034,10 +1069,9 @@ PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
         drop(p);
         return mrc;
     }
-    pthread_mutex_lock(&pend_lock);
     p->detached = 1;
-    pthread_mutex_unlock(&pend_lock);
     atomic_fetch_add(&n_detached, 1);
+    link_pending(p);
     *req = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
@@ -1109,25 +1143,37 @@ PTSC_MPI_API int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int sour
                   "MPI_Recv_init");
 }
 
-/* Before a start: the sync, and the host copy filled from the caller's
- * buffer; *p the entry (to be marked active once started). */
-static int start_prep(MPI_Request r, pending_t **p)
+/* Before a start of the entry `p` (taken out of the table): the sync, and
+ * the host copy filled from the caller's buffer. */
+static int start_prep(pending_t *p)
 {
-    *p = pending_of(r);
-    if (!*p || !(*p)->persistent)
-        return *p = NULL, MPI_SUCCESS;
-    int rc = sync_for((*p)->cls, (*p)->call);
-    return rc == MPI_SUCCESS ? stage_in(&(*p)->b, (*p)->call) : rc;
+    if (!p || !p->persistent)
+        return MPI_SUCCESS;
+    int rc = sync_for(p->cls, p->call);
+    return rc == MPI_SUCCESS ? stage_in(&p->b, p->call) : rc;
+}
+
+/* After the start: the entry active if started, and back in the table
+ * under the handle MPI_Start left, which may be a new one. */
+static void start_done(pending_t *p, int mrc, MPI_Request now)
+{
+    if (!p)
+        return;
+    if (mrc == MPI_SUCCESS && p->persistent)
+        p->active = 1;
+    p->req = now; /* the handle MPI_Start left: maybe a new one */
+    link_pending(p);
 }
 
 PTSC_MPI_API int MPI_Start(MPI_Request *req)
 {
-    pending_t *p = NULL;
-    if (busy())
-        CHECKED(start_prep(*req, &p));
-    int mrc = PMPI_Start(req);
-    if (p && mrc == MPI_SUCCESS)
-        p->active = 1;
+    if (!busy())
+        return PMPI_Start(req);
+    pending_t *p = take(*req);
+    int mrc = start_prep(p);
+    if (mrc == MPI_SUCCESS)
+        mrc = PMPI_Start(req);
+    start_done(p, mrc, *req);
     return mrc;
 }
 
@@ -1138,15 +1184,12 @@ PTSC_MPI_API int MPI_Startall(int n, MPI_Request reqs[])
     saved_t s;
     CHECKED(save(&s, n, reqs, MPI_STATUSES_IGNORE));
     int rc = MPI_SUCCESS;
-    for (int i = 0; rc == MPI_SUCCESS && i < n; i++) {
-        pending_t *q;
-        rc = start_prep(reqs[i], &q);
-    }
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+        rc = start_prep(s.p[i]);
     if (rc == MPI_SUCCESS)
         rc = PMPI_Startall(n, reqs);
-    for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
-        if (s.p[i] && s.p[i]->persistent)
-            s.p[i]->active = 1;
+    for (int i = 0; i < n; i++)
+        start_done(s.p[i], rc, reqs[i]);
     unsave(&s, MPI_STATUSES_IGNORE);
     return rc;
 }
@@ -1236,6 +1279,71 @@ PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, i
     return done1(PMPI_Sendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, status), &b,
                  comm, "MPI_Sendrecv_replace");
 }
+
+#if MPI_VERSION >= 4
+/* MPI-4 calls, where mpi.h declares them (MPICH 4; not Open MPI 4.1). The
+ * non-blocking send-receives are staged as the blocking ones, their host
+ * copies settled by the completion call. */
+PTSC_MPI_API int MPI_Isendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
+                               void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag,
+                               MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t s, r;
+    CHECKED_ON(comm, req, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Isendrecv"));
+    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Isendrecv");
+    if (rc != MPI_SUCCESS) {
+        (void)finish(&s, 1, "MPI_Isendrecv"); /* nothing was sent: the send's copy goes */
+        CHECKED_ON(comm, req, rc);
+    }
+    return track_any(
+        PMPI_Isendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag, comm, req),
+        req, &s, &r, 1, "MPI_Isendrecv");
+}
+
+PTSC_MPI_API int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag,
+                                       int source, int rtag, MPI_Comm comm, MPI_Request *req)
+{
+    mbuf_t b;
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Isendrecv_replace"));
+    return track(PMPI_Isendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, req), req, &b,
+                 "MPI_Isendrecv_replace");
+}
+
+/* Partitioned communication: the program fills (or reads) partitions
+ * after MPI_Start, marked by MPI_Pready (or seen by MPI_Parrived), so
+ * neither a sync nor a host copy at the start would cover them. A device,
+ * managed or pinned buffer is refused (MPI_ERR_BUFFER, reason logged);
+ * host buffers are forwarded (not staged, PTSC_STAGING=always too). */
+static int part_prep(const void *buf, int partitions, MPI_Count count, MPI_Datatype type, const char *call)
+{
+    ptsc_memclass_t cls;
+    int rc = lookup(buf, LOOK, &cls, call);
+    if (rc != MPI_SUCCESS || !acts_on(buf) || !ptsc__mem_needs_sync(cls))
+        return rc;
+    (void)partitions, (void)count, (void)type;
+    ptsc__err(PTSC_ERR_UNSUPPORTED,
+              "partitioned communication on %s memory: its partitions are filled and marked ready after the "
+              "start, which libptsc-mpi neither synchronises nor stages; use host memory",
+              cls == PTSC_MEM_PINNED    ? "pinned"
+              : cls == PTSC_MEM_MANAGED ? "managed"
+                                        : "device");
+    return fail(call, MPI_ERR_BUFFER);
+}
+
+PTSC_MPI_API int MPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatype type, int dest,
+                                int tag, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+    CHECKED_ON(comm, req, part_prep(buf, partitions, count, type, "MPI_Psend_init"));
+    return PMPI_Psend_init(buf, partitions, count, type, dest, tag, comm, info, req);
+}
+
+PTSC_MPI_API int MPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype type, int source,
+                                int tag, MPI_Comm comm, MPI_Info info, MPI_Request *req)
+{
+    CHECKED_ON(comm, req, part_prep(buf, partitions, count, type, "MPI_Precv_init"));
+    return PMPI_Precv_init(buf, partitions, count, type, source, tag, comm, info, req);
+}
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                               */
