@@ -76,11 +76,6 @@ static const var_t vars[] = {
     {"PTSC_DIRECT_MIN", "auto", VAR_SIZE, FIELD(direct_min), NULL, 0, 1LL << 30,
      "On a CUDA-aware MPI, device messages smaller than this are staged through pinned memory (faster for "
      "small messages), larger ones go to MPI directly; auto is 1MiB. Capped at PTSC_STAGING_CHUNK."},
-    {"PTSC_RECV_GUARD", "auto", VAR_ENUM, FIELD(recv_guard), tri_choices, 0, 0,
-     "Receives first match their message (a matched probe), so that ptsc, not MPI, handles a message larger "
-     "than the receive buffer: auto (yes: Open MPI 4.1 writes a truncated large message past the buffer, "
-     "MPICH 4.0 aborts through MPI_COMM_WORLD's error handler), yes, or no (MPI's own truncation; one MPI "
-     "call less per receive)."},
     {"PTSC_MEM_CACHE", "safe", VAR_ENUM, FIELD(mem_cache), memcache_choices, 0, 0,
      "Per-thread cache of buffer classes: safe keeps device, managed and pinned answers per 4 KiB block "
      "(a stale one only costs a sync), and pageable host answers per address only while ptsc tracks CUDA's "

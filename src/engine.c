@@ -971,7 +971,8 @@ int ptsc__engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(
  * mca_btl_vader_get_cma / mca_btl_self under
  * mca_pml_ob1_recv_request_get_frag, from a plain MPI_Recv too); MPICH 4.0
  * reports the truncation of a completed request through MPI_COMM_WORLD's
- * error handler, which aborts. On by default on every MPI. */
+ * error handler, which aborts. Always on: there is no switch to turn it off
+ * (docs/design.md). */
 static int guarded(void) { return ptsc__g.recv_guard; }
 
 int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_Datatype type, size_t bytes,

@@ -86,7 +86,6 @@ typedef struct {
     size_t staging_chunk;
     int staging_depth; /* slots per staging ring */
     size_t direct_min; /* PTSC__SIZE_AUTO: auto */
-    int recv_guard;    /* PTSC__TRI_* */
     int mem_cache;     /* PTSC__MEMCACHE_* */
     int log;           /* PTSC__LOG_* */
     int stats;
