@@ -66,7 +66,7 @@ typedef struct {
 _Static_assert(sizeof(hdr_t) == PTSC__HDR_BYTES, "header size");
 
 enum { P_IDLE = 0, P_COPY, P_MPI, P_DONE };
-enum { R_MATCH = 0, R_RUN, R_DONE };
+enum { R_MATCH = 0, R_RUN, R_DONE, R_FREE }; /* R_FREE: on the free list */
 
 typedef struct {
     MPI_Request mreq;
@@ -110,6 +110,8 @@ struct ptsc_request {
     void *ev;    /* the thread scope's deferred sync (kept across reuse) */
     int deferred;
     int freed;        /* ptsc_request_free: released by progress once done, not counted in outstanding */
+    int listed;       /* ptsc__request_mark: seen once in the array of the call under way */
+    char *pack;       /* truncated framed receive into a non-contiguous type: its first bytes */
     const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
     char *detail;     /* the detail of the failure in r->rc, for the call that completes it */
     /* A collective (icoll.c): its schedule, NULL for a message. Such a
@@ -167,8 +169,10 @@ static void req_put(struct ptsc_request *r)
     if (r->pc != &r->one)
         free(r->pc);
     free(r->first);
+    free(r->pack);
     free(r->detail);
     r->detail = NULL;
+    r->state = R_FREE;
     if (r->first_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&r->first_type);
     r->next = ctx->req_free;
@@ -1179,6 +1183,15 @@ int ptsc__engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
 
 int ptsc__engine_done(const struct ptsc_request *r) { return r->state == R_DONE; }
+
+int ptsc__request_stale(const struct ptsc_request *r) { return r->state == R_FREE; }
+
+int ptsc__request_mark(struct ptsc_request *r, int on)
+{
+    int was = r->listed;
+    r->listed = on;
+    return was;
+}
 
 /* A receive that nothing matched yet (not even posted, or waiting for its
  * matched probe) completes at once as cancelled; one posted to MPI unmatched

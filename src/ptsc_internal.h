@@ -447,6 +447,13 @@ void ptsc__engine_cancel_mark(struct ptsc_request *r);
  * refused (PTSC_ERR_PENDING, *kept = 1: the request stays valid). */
 int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call);
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r);
+/* A request object back on its thread's free list: a handle to it is a
+ * stale copy of one that a wait, test or free completed (a recycled object
+ * is not told apart from the new request it became). */
+int ptsc__request_stale(const struct ptsc_request *r);
+/* Mark (on = 1) or unmark a request while an array call checks its array;
+ * returns the mark it had (1: the request is in the array twice). */
+int ptsc__request_mark(struct ptsc_request *r, int on);
 /* Thread exit or finalize: complete what can complete, cancel receives no
  * message matched, free requests and stash. Returns how many were pending. */
 int ptsc__engine_drain(ptsc_ctx_t *ctx);
