@@ -335,6 +335,22 @@ static void piece_addr(const struct ptsc_request *r, int k, ptsc__addr_t *a)
         ptsc__lanes_cont_addr(me, r->thread, r->rank, r->id, a);
 }
 
+/* Continuation pieces are addressed by id modulo the id space (lanes.c). A
+ * framed send posts its first part only while no earlier framed message of
+ * the same channel with the same address is in flight (not complete: its
+ * last piece goes with MPI_Issend, so complete means the receiver matched
+ * all its pieces). A receive that matched a first part then finds on its
+ * continuation address only the pieces of its own message. */
+static int id_busy(const struct ptsc_request *r)
+{
+    unsigned space = (unsigned)ptsc__g.tag_max + 1;
+    for (const struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext)
+        if (!q->is_recv && q->framed && q->state != R_DONE && q->rank == r->rank && q->thread == r->thread &&
+            q->id % space == r->id % space)
+            return 1;
+    return 0;
+}
+
 /* Whether every send slot is held by a first part that MPI holds until the
  * receiver matches it (continuation pieces hold slots only for messages
  * the receiver matched, so they always complete). The receiver may take those messages in any order
@@ -392,7 +408,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
          * pieces take slots only once the receiver matched the message (its
          * first part went with MPI_Issend and completed): until then the
          * receiver may want other messages first, and those need slots. */
-        if (k == 0 && earlier_waiting(r))
+        if (k == 0 && (earlier_waiting(r) || (r->framed && id_busy(r))))
             return;
         if (k > 0 && r->pc[0].st != P_DONE)
             return;
@@ -418,11 +434,15 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         if ((rc = ptsc__ring_done(ctx, p->slot, &done)) != PTSC_OK || !done)
             goto out;
     }
-    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted && (k > 0 || may_post_first(r))) {
+    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted &&
+        (k > 0 || (may_post_first(r) && !(r->framed && id_busy(r))))) {
         ptsc__addr_t a;
         piece_addr(r, k, &a);
         int mrc;
-        if (r->staged && hdr)
+        if (r->framed && k > 0 && k == r->npieces - 1) /* the last piece: see id_busy */
+            mrc = MPI_Issend(r->staged ? (p->slot ? p->slot->host : p->scratch) : r->user + off, (int)len,
+                             MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        else if (r->staged && hdr)
             mrc = MPI_Issend(p->slot ? p->slot->host : p->scratch, (int)(len + hdr), MPI_BYTE, a.rank, a.tag,
                              a.comm, &p->mreq);
         else if (r->staged)
