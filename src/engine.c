@@ -512,7 +512,9 @@ static int got_header(struct ptsc_request *r, const hdr_t *h)
     piece_t first = r->pc[0];
     int rc = set_pieces(r, (int)n);
     r->pc[0] = first;
-    if (rc == PTSC_OK && r->total > r->bytes)
+    if (rc == PTSC_OK && r->total > r->bytes && !r->contig && !(r->pack = malloc(r->bytes ? r->bytes : 1)))
+        rc = ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu bytes to unpack", r->bytes);
+    else if (rc == PTSC_OK && r->total > r->bytes)
         rc = ptsc__err(PTSC_ERR_TRUNCATE,
                        "ptsc receive: a %zu-byte message from rank %d thread %d does not fit the %zu-byte "
                        "receive buffer (the message was drained; the channel is intact)",
@@ -525,9 +527,41 @@ static int got_header(struct ptsc_request *r, const hdr_t *h)
     return rc;
 }
 
+/* The whole elements of the first `len` bytes of a message (as bytes: a
+ * homogeneous job's data in type order), unpacked into a non-contiguous
+ * host receive, as MPI fills a receive that a longer message truncated. */
+static int unpack_first(struct ptsc_request *r, const char *data, size_t len)
+{
+    MPI_Count size = 0;
+    if (r->cls != PTSC_MEM_HOST && r->cls != PTSC_MEM_PINNED)
+        return PTSC_OK;
+    if (MPI_Type_size_x(r->type, &size) != MPI_SUCCESS || size <= 0)
+        return PTSC_OK;
+    size_t n = len / (size_t)size < (size_t)r->count ? len / (size_t)size : (size_t)r->count;
+    int pos = 0,
+        mrc = MPI_Unpack(data, (int)(n * (size_t)size), &pos, r->user, (int)n, r->type, ptsc__g.lanes[0]);
+    return mrc == MPI_SUCCESS ? PTSC_OK
+                              : ptsc__err_mpi(mrc, "ptsc receive: MPI_Unpack of a truncated message");
+}
+
+/* A non-contiguous receive: a plain message taken beside the buffer (it
+ * did not fit) is unpacked; a truncated framed one gathers its first bytes
+ * (r->pack), unpacked when it completes. */
+static int deliver_noncontig(struct ptsc_request *r, int k, const char *data, size_t len)
+{
+    if (!r->framed)
+        return unpack_first(r, data, len);
+    size_t off = (size_t)k * chunk();
+    if (r->pack && off < r->bytes)
+        memcpy(r->pack + off, data, r->bytes - off < len ? r->bytes - off : len);
+    return PTSC_OK;
+}
+
 /* Hand the received part of piece k to the user's buffer. */
 static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t len)
 {
+    if (!r->contig)
+        return deliver_noncontig(r, k, data, len);
     size_t off = (size_t)k * chunk(), fit = piece_fit(r, off, len);
     if (!fit)
         return PTSC_OK;
@@ -818,6 +852,8 @@ static int take_first(struct ptsc_request *r)
     /* Delivered at once: this path is rare (a probe of a framed message). */
     size_t fit = piece_fit(r, 0, chunk());
     const char *data = r->first + PTSC__HDR_BYTES;
+    if (!r->contig)
+        return deliver_noncontig(r, 0, data, chunk());
     return copy_now(r->ctx, r->user, data, fit, r->staged);
 }
 
@@ -1125,6 +1161,10 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
         ctx->stats.bytes_recv += got;
         if (info)
             *info = (ptsc_info_t){r->src_rank, r->thread, r->tag, rc, got};
+    }
+    if (r->pack) {
+        int urc = unpack_first(r, r->pack, r->bytes);
+        rc = rc == PTSC_OK ? urc : rc;
     }
     if (rc != PTSC_OK && r->detail)
         ptsc__err_set_detail(r->detail);
