@@ -1649,18 +1649,15 @@ int ptsc__engine_drain(ptsc_ctx_t *ctx)
 
 void ptsc__engine_release(ptsc_ctx_t *ctx)
 {
-    while (ctx->stash) {
-        struct ptsc__stash *s = ctx->stash;
-        ctx->stash = s->next;
-        if (s->msg != MPI_MESSAGE_NULL) {
-            char *tmp = malloc(s->n ? s->n : 1);
-            MPI_Status st;
-            if (tmp)
-                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, &st);
-            free(tmp);
-        }
-        free(s->first);
-        free(s);
+    /* A probed message belongs to the index, not to the thread that probed
+     * it: the next holder receives it (a framed one's pieces still come on
+     * the index's address), as it would have had nobody probed. */
+    if (ctx->stash && ptsc__g.stash_left) {
+        struct ptsc__stash **pp = &ptsc__g.stash_left[ctx->index];
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = ctx->stash;
+        ctx->stash = NULL;
     }
     ptsc__ring_destroy(ctx);
     while (ctx->req_free) {
@@ -1670,4 +1667,42 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
             ptsc__gpu_event_destroy(r->ev);
         free(r);
     }
+}
+
+void ptsc__engine_adopt(ptsc_ctx_t *ctx)
+{
+    if (!ptsc__g.stash_left)
+        return;
+    ctx->stash = ptsc__g.stash_left[ctx->index];
+    ptsc__g.stash_left[ctx->index] = NULL;
+}
+
+void ptsc__engine_stash_drain(void)
+{
+    for (int i = 0; ptsc__g.stash_left && i < ptsc__g.nthreads; i++) {
+        while (ptsc__g.stash_left[i]) {
+            struct ptsc__stash *s = ptsc__g.stash_left[i];
+            ptsc__g.stash_left[i] = s->next;
+            char *tmp = malloc(s->first ? chunk() : s->n ? s->n : 1);
+            if (s->msg != MPI_MESSAGE_NULL && tmp)
+                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, MPI_STATUS_IGNORE);
+            if (s->first && tmp) {
+                /* The pieces after the first part: their sender completes
+                 * only once they are received. */
+                hdr_t h;
+                memcpy(&h, s->first, sizeof h);
+                size_t n = (size_t)((h.total + chunk() - 1) / chunk());
+                for (size_t k = 1; k < n; k++) {
+                    ptsc__addr_t a;
+                    ptsc__lanes_cont_addr(s->src_thread, i, s->src_rank, h.id, &a);
+                    MPI_Recv(tmp, (int)chunk(), MPI_BYTE, a.rank, a.tag, a.comm, MPI_STATUS_IGNORE);
+                }
+            }
+            free(tmp);
+            free(s->first);
+            free(s);
+        }
+    }
+    free(ptsc__g.stash_left);
+    ptsc__g.stash_left = NULL;
 }
