@@ -78,11 +78,6 @@ static const var_t vars[] = {
     {"PTSC_DIRECT_MIN", "auto", VAR_SIZE, FIELD(direct_min), NULL, 0, 1LL << 30,
      "On a CUDA-aware MPI, device messages smaller than this are staged through pinned memory (faster for "
      "small messages), larger ones go to MPI directly; auto is 1MiB. Capped at PTSC_STAGING_CHUNK."},
-    {"PTSC_RECV_GUARD", "auto", VAR_ENUM, FIELD(recv_guard), tri_choices, 0, 0,
-     "Receives first match their message (a matched probe), so that ptsc, not MPI, handles a message larger "
-     "than the receive buffer: auto (yes: Open MPI 4.1 writes a truncated large message past the buffer, "
-     "MPICH 4.0 aborts through MPI_COMM_WORLD's error handler), yes, or no (MPI's own truncation; one MPI "
-     "call less per receive)."},
     {"PTSC_PROGRESS", "thread", VAR_ENUM, FIELD(progress), progress_choices, 0, 0,
      "Who moves the parts of a message that MPI cannot move alone (pieces, staged copies, receive matching, "
      "posts deferred behind the thread scope's event) while their thread is away from ptsc: thread (a "

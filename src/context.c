@@ -77,9 +77,13 @@ int ptsc__ctx_setup(void)
     size_t n = (size_t)ptsc__g.nthreads;
     ptsc__g.slots = calloc(n, sizeof *ptsc__g.slots);
     ptsc__g.retired = calloc(n, sizeof *ptsc__g.retired);
-    if (!ptsc__g.slots || !ptsc__g.retired || pthread_key_create(&ptsc__g.key, on_thread_exit) != 0) {
+    ptsc__g.stash_left = calloc(n, sizeof *ptsc__g.stash_left);
+    if (!ptsc__g.slots || !ptsc__g.retired || !ptsc__g.stash_left ||
+        pthread_key_create(&ptsc__g.key, on_thread_exit) != 0) {
         free(ptsc__g.slots);
         free(ptsc__g.retired);
+        free(ptsc__g.stash_left);
+        ptsc__g.stash_left = NULL;
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: thread slots");
     }
     ptsc__g.transit = 0;
@@ -126,6 +130,7 @@ void ptsc__ctx_teardown(void)
     }
     ptsc__tls()->ctx = NULL;
     free(owned);
+    ptsc__engine_stash_drain(); /* what no holder of an index received */
     pthread_mutex_lock(&ptsc__g.lock);
     free(ptsc__g.retired);
     ptsc__g.retired = NULL;
@@ -222,6 +227,7 @@ static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
         free(ctx);
         return rc;
     }
+    ptsc__engine_adopt(ctx); /* what the last holder of the index probed */
     pthread_setspecific(ptsc__g.key, ctx);
     ptsc__tls()->ctx = ctx;
     ptsc__nvtx_name_thread(index);

@@ -67,7 +67,7 @@ typedef struct {
 _Static_assert(sizeof(hdr_t) == PTSC__HDR_BYTES, "header size");
 
 enum { P_IDLE = 0, P_COPY, P_MPI, P_DONE };
-enum { R_MATCH = 0, R_RUN, R_DONE };
+enum { R_MATCH = 0, R_RUN, R_DONE, R_FREE }; /* R_FREE: on the free list */
 
 typedef struct {
     MPI_Request mreq;
@@ -111,6 +111,8 @@ struct ptsc_request {
     void *ev;    /* the thread scope's deferred sync (kept across reuse) */
     int deferred;
     int freed;        /* ptsc_request_free: released by progress once done, not counted in outstanding */
+    int listed;       /* ptsc__request_mark: seen once in the array of the call under way */
+    char *pack;       /* truncated framed receive into a non-contiguous type: its first bytes */
     const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
     char *detail;     /* the detail of the failure in r->rc, for the call that completes it */
     /* A collective (icoll.c): its schedule, NULL for a message. Such a
@@ -168,8 +170,10 @@ static void req_put(struct ptsc_request *r)
     if (r->pc != &r->one)
         free(r->pc);
     free(r->first);
+    free(r->pack);
     free(r->detail);
     r->detail = NULL;
+    r->state = R_FREE;
     if (r->first_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&r->first_type);
     r->next = ctx->req_free;
@@ -332,6 +336,22 @@ static void piece_addr(const struct ptsc_request *r, int k, ptsc__addr_t *a)
         ptsc__lanes_cont_addr(me, r->thread, r->rank, r->id, a);
 }
 
+/* Continuation pieces are addressed by id modulo the id space (lanes.c). A
+ * framed send posts its first part only while no earlier framed message of
+ * the same channel with the same address is in flight (not complete: its
+ * last piece goes with MPI_Issend, so complete means the receiver matched
+ * all its pieces). A receive that matched a first part then finds on its
+ * continuation address only the pieces of its own message. */
+static int id_busy(const struct ptsc_request *r)
+{
+    unsigned space = (unsigned)ptsc__g.tag_max + 1;
+    for (const struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext)
+        if (!q->is_recv && q->framed && q->state != R_DONE && q->rank == r->rank && q->thread == r->thread &&
+            q->id % space == r->id % space)
+            return 1;
+    return 0;
+}
+
 /* Whether every send slot is held by a first part that MPI holds until the
  * receiver matches it (continuation pieces hold slots only for messages
  * the receiver matched, so they always complete). The receiver may take those messages in any order
@@ -390,7 +410,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
          * pieces take slots only once the receiver matched the message (its
          * first part went with MPI_Issend and completed): until then the
          * receiver may want other messages first, and those need slots. */
-        if (k == 0 && earlier_waiting(r))
+        if (k == 0 && (earlier_waiting(r) || (r->framed && id_busy(r))))
             return;
         if (k > 0 && r->pc[0].st != P_DONE)
             return;
@@ -416,11 +436,15 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
         if ((rc = ptsc__ring_done(ctx, p->slot, &done)) != PTSC_OK || !done)
             goto out;
     }
-    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted && (k > 0 || may_post_first(r))) {
+    if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted &&
+        (k > 0 || (may_post_first(r) && !(r->framed && id_busy(r))))) {
         ptsc__addr_t a;
         piece_addr(r, k, &a);
         int mrc;
-        if (r->staged && hdr)
+        if (r->framed && k > 0 && k == r->npieces - 1) /* the last piece: see id_busy */
+            mrc = MPI_Issend(r->staged ? (p->slot ? p->slot->host : p->scratch) : r->user + off, (int)len,
+                             MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        else if (r->staged && hdr)
             mrc = MPI_Issend(p->slot ? p->slot->host : p->scratch, (int)(len + hdr), MPI_BYTE, a.rank, a.tag,
                              a.comm, &p->mreq);
         else if (r->staged)
@@ -490,7 +514,9 @@ static int got_header(struct ptsc_request *r, const hdr_t *h)
     piece_t first = r->pc[0];
     int rc = set_pieces(r, (int)n);
     r->pc[0] = first;
-    if (rc == PTSC_OK && r->total > r->bytes)
+    if (rc == PTSC_OK && r->total > r->bytes && !r->contig && !(r->pack = malloc(r->bytes ? r->bytes : 1)))
+        rc = ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu bytes to unpack", r->bytes);
+    else if (rc == PTSC_OK && r->total > r->bytes)
         rc = ptsc__err(PTSC_ERR_TRUNCATE,
                        "ptsc receive: a %zu-byte message from rank %d thread %d does not fit the %zu-byte "
                        "receive buffer (the message was drained; the channel is intact)",
@@ -503,9 +529,41 @@ static int got_header(struct ptsc_request *r, const hdr_t *h)
     return rc;
 }
 
+/* The whole elements of the first `len` bytes of a message (as bytes: a
+ * homogeneous job's data in type order), unpacked into a non-contiguous
+ * host receive, as MPI fills a receive that a longer message truncated. */
+static int unpack_first(struct ptsc_request *r, const char *data, size_t len)
+{
+    MPI_Count size = 0;
+    if (r->cls != PTSC_MEM_HOST && r->cls != PTSC_MEM_PINNED)
+        return PTSC_OK;
+    if (MPI_Type_size_x(r->type, &size) != MPI_SUCCESS || size <= 0)
+        return PTSC_OK;
+    size_t n = len / (size_t)size < (size_t)r->count ? len / (size_t)size : (size_t)r->count;
+    int pos = 0,
+        mrc = MPI_Unpack(data, (int)(n * (size_t)size), &pos, r->user, (int)n, r->type, ptsc__g.lanes[0]);
+    return mrc == MPI_SUCCESS ? PTSC_OK
+                              : ptsc__err_mpi(mrc, "ptsc receive: MPI_Unpack of a truncated message");
+}
+
+/* A non-contiguous receive: a plain message taken beside the buffer (it
+ * did not fit) is unpacked; a truncated framed one gathers its first bytes
+ * (r->pack), unpacked when it completes. */
+static int deliver_noncontig(struct ptsc_request *r, int k, const char *data, size_t len)
+{
+    if (!r->framed)
+        return unpack_first(r, data, len);
+    size_t off = (size_t)k * chunk();
+    if (r->pack && off < r->bytes)
+        memcpy(r->pack + off, data, r->bytes - off < len ? r->bytes - off : len);
+    return PTSC_OK;
+}
+
 /* Hand the received part of piece k to the user's buffer. */
 static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t len)
 {
+    if (!r->contig)
+        return deliver_noncontig(r, k, data, len);
     size_t off = (size_t)k * chunk(), fit = piece_fit(r, off, len);
     if (!fit)
         return PTSC_OK;
@@ -797,6 +855,8 @@ static int take_first(struct ptsc_request *r)
     /* Delivered at once: this path is rare (a probe of a framed message). */
     size_t fit = piece_fit(r, 0, chunk());
     const char *data = r->first + PTSC__HDR_BYTES;
+    if (!r->contig)
+        return deliver_noncontig(r, 0, data, chunk());
     return copy_now(r->ctx, r->user, data, fit, r->staged);
 }
 
@@ -974,7 +1034,8 @@ static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass
  * mca_btl_vader_get_cma / mca_btl_self under
  * mca_pml_ob1_recv_request_get_frag, from a plain MPI_Recv too); MPICH 4.0
  * reports the truncation of a completed request through MPI_COMM_WORLD's
- * error handler, which aborts. On by default on every MPI. */
+ * error handler, which aborts. Always on: there is no switch to turn it off
+ * (docs/design.md). */
 static int guarded(void) { return ptsc__g.recv_guard; }
 
 /* The path of a message and whether the engine takes it; nothing changes. */
@@ -1131,6 +1192,10 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
         if (info)
             *info = (ptsc_info_t){r->src_rank, r->thread, r->tag, rc, got};
     }
+    if (r->pack) {
+        int urc = unpack_first(r, r->pack, r->bytes);
+        rc = rc == PTSC_OK ? urc : rc;
+    }
     if (rc != PTSC_OK && r->detail)
         ptsc__err_set_detail(r->detail);
     active_remove(r);
@@ -1206,6 +1271,23 @@ static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 }
 
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
+
+static int needs_drive(const ptsc_ctx_t *ctx);
+
+int ptsc__request_stale(const struct ptsc_request *r)
+{
+    ptsc__progress_enter(r->ctx);
+    int stale = r->state == R_FREE;
+    ptsc__progress_leave(r->ctx, ptsc__progress_agent_on() && needs_drive(r->ctx));
+    return stale;
+}
+
+int ptsc__request_mark(struct ptsc_request *r, int on)
+{
+    int was = r->listed; /* the owner's alone: the agent never reads it */
+    r->listed = on;
+    return was;
+}
 
 /* A receive that nothing matched yet (not even posted, or waiting for its
  * matched probe) completes at once as cancelled; one posted to MPI unmatched
@@ -1597,18 +1679,15 @@ static int engine_drain(ptsc_ctx_t *ctx)
 
 static void engine_release(ptsc_ctx_t *ctx)
 {
-    while (ctx->stash) {
-        struct ptsc__stash *s = ctx->stash;
-        ctx->stash = s->next;
-        if (s->msg != MPI_MESSAGE_NULL) {
-            char *tmp = malloc(s->n ? s->n : 1);
-            MPI_Status st;
-            if (tmp)
-                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, &st);
-            free(tmp);
-        }
-        free(s->first);
-        free(s);
+    /* A probed message belongs to the index, not to the thread that probed
+     * it: the next holder receives it (a framed one's pieces still come on
+     * the index's address), as it would have had nobody probed. */
+    if (ctx->stash && ptsc__g.stash_left) {
+        struct ptsc__stash **pp = &ptsc__g.stash_left[ctx->index];
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = ctx->stash;
+        ctx->stash = NULL;
     }
     ptsc__ring_destroy(ctx);
     while (ctx->req_free) {
@@ -1878,4 +1957,41 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
     ctx->stats.staged_bytes += ctx->agent_staged;
     ctx->agent_staged = 0;
     engine_release(ctx);
+
+void ptsc__engine_adopt(ptsc_ctx_t *ctx)
+{
+    if (!ptsc__g.stash_left)
+        return;
+    ctx->stash = ptsc__g.stash_left[ctx->index];
+    ptsc__g.stash_left[ctx->index] = NULL;
+}
+
+void ptsc__engine_stash_drain(void)
+{
+    for (int i = 0; ptsc__g.stash_left && i < ptsc__g.nthreads; i++) {
+        while (ptsc__g.stash_left[i]) {
+            struct ptsc__stash *s = ptsc__g.stash_left[i];
+            ptsc__g.stash_left[i] = s->next;
+            char *tmp = malloc(s->first ? chunk() : s->n ? s->n : 1);
+            if (s->msg != MPI_MESSAGE_NULL && tmp)
+                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, MPI_STATUS_IGNORE);
+            if (s->first && tmp) {
+                /* The pieces after the first part: their sender completes
+                 * only once they are received. */
+                hdr_t h;
+                memcpy(&h, s->first, sizeof h);
+                size_t n = (size_t)((h.total + chunk() - 1) / chunk());
+                for (size_t k = 1; k < n; k++) {
+                    ptsc__addr_t a;
+                    ptsc__lanes_cont_addr(s->src_thread, i, s->src_rank, h.id, &a);
+                    MPI_Recv(tmp, (int)chunk(), MPI_BYTE, a.rank, a.tag, a.comm, MPI_STATUS_IGNORE);
+                }
+            }
+            free(tmp);
+            free(s->first);
+            free(s);
+        }
+    }
+    free(ptsc__g.stash_left);
+    ptsc__g.stash_left = NULL;
 }

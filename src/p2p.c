@@ -208,6 +208,11 @@ static int check_req_owner(ptsc_request_t *req, const char *call)
     if (*req && !pthread_equal(ptsc__request_ctx(*req)->owner, pthread_self()))
         return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: request started by thread index %d", call,
                          ptsc__request_ctx(*req)->index);
+    if (*req && ptsc__request_stale(*req))
+        return ptsc__err(PTSC_ERR_ARG,
+                         "%s: the request was already completed (a copy of a handle that a wait, test or "
+                         "ptsc_request_free reset to PTSC_REQUEST_NULL)",
+                         call);
     return PTSC_OK;
 }
 
@@ -382,6 +387,21 @@ static int check_req_array(int n, ptsc_request_t reqs[], const char *call, ptsc_
             return rc;
         if (reqs[i] && !*ctx)
             *ctx = ptsc__request_ctx(reqs[i]);
+    }
+    /* A request twice would complete twice (and be recycled twice): refused,
+     * nothing changed. One mark per request, cleared again before returning. */
+    int dup = -1;
+    for (int i = 0; i < n && dup < 0; i++)
+        if (reqs[i] && ptsc__request_mark(reqs[i], 1))
+            dup = i;
+    for (int i = 0; i < n; i++)
+        if (reqs[i])
+            ptsc__request_mark(reqs[i], 0);
+    if (dup >= 0) {
+        int first = 0;
+        while (reqs[first] != reqs[dup])
+            first++;
+        return ptsc__err(PTSC_ERR_ARG, "%s: requests %d and %d are the same request", call, first, dup);
     }
     return PTSC_OK;
 }

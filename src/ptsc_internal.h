@@ -89,7 +89,6 @@ typedef struct {
     size_t staging_chunk;
     int staging_depth; /* slots per staging ring */
     size_t direct_min; /* PTSC__SIZE_AUTO: auto */
-    int recv_guard;    /* PTSC__TRI_* */
     int progress;      /* PTSC__PROGRESS_* */
     int mem_cache;     /* PTSC__MEMCACHE_* */
     int log;           /* PTSC__LOG_* */
@@ -241,6 +240,10 @@ typedef struct {
     ptsc_ctx_t **slots;
     atomic_int nheld;      /* slots[] entries that are not NULL (context.c); read without the lock */
     ptsc_stats_t *retired; /* counters of detached contexts, per index */
+    /* Probed messages a released context left, per index: the next holder
+     * of the index takes them over, finalize drains the rest (engine.c).
+     * Used only by the index's holder or by the thread that releases it. */
+    struct ptsc__stash **stash_left;
     pthread_key_t key;
     atomic_ullong mem_epoch; /* bumped by ptsc_mem_forget, init and tracked CUDA memory calls; never wraps */
     int mem_tracked;         /* CUDA's memory calls bump mem_epoch (memtrack.c); set by ptsc__gpu_init */
@@ -507,13 +510,26 @@ void ptsc__engine_cancel_mark(struct ptsc_request *r);
  * refused (PTSC_ERR_PENDING, *kept = 1: the request stays valid). */
 int ptsc__engine_free(struct ptsc_request *r, int *kept, const char *call);
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r);
+/* A request object back on its thread's free list: a handle to it is a
+ * stale copy of one that a wait, test or free completed (a recycled object
+ * is not told apart from the new request it became). */
+int ptsc__request_stale(const struct ptsc_request *r);
+/* Mark (on = 1) or unmark a request while an array call checks its array;
+ * returns the mark it had (1: the request is in the array twice). */
+int ptsc__request_mark(struct ptsc_request *r, int on);
 /* Thread exit or finalize: complete what can complete, cancel receives no
  * message matched, free requests and stash. Returns how many were pending. */
 int ptsc__engine_drain(ptsc_ctx_t *ctx);
 /* Requests the program started and has not completed. */
 static inline int ptsc__engine_pending(const ptsc_ctx_t *ctx) { return ctx->outstanding; }
-/* Free the context's engine state (requests must be drained). */
+/* Free the context's engine state (requests must be drained); its probed
+ * messages no receive took stay with its index (ptsc__g.stash_left). */
 void ptsc__engine_release(ptsc_ctx_t *ctx);
+/* A new holder of an index takes over what the last one probed. */
+void ptsc__engine_adopt(ptsc_ctx_t *ctx);
+/* Finalize: receive and drop the probed messages no holder took, whole
+ * (a framed message's pieces too), and free ptsc__g.stash_left. */
+void ptsc__engine_stash_drain(void);
 
 /* Start a request for a collective schedule (icoll.c): ptsc__icoll_begin
  * runs first; the schedule then advances in every progress pass of the

@@ -68,7 +68,6 @@ static ptrdiff_t field_of(const char *name)
         {"PTSC_STAGING_CHUNK", offsetof(ptsc__config_t, staging_chunk)},
         {"PTSC_STAGING_DEPTH", offsetof(ptsc__config_t, staging_depth)},
         {"PTSC_DIRECT_MIN", offsetof(ptsc__config_t, direct_min)},
-        {"PTSC_RECV_GUARD", offsetof(ptsc__config_t, recv_guard)},
         {"PTSC_MEM_CACHE", offsetof(ptsc__config_t, mem_cache)},
         {"PTSC_LOG", offsetof(ptsc__config_t, log)},
         {"PTSC_STATS", offsetof(ptsc__config_t, stats)},

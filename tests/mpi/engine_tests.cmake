@@ -12,7 +12,10 @@
 #                                never (PTSC_STAGING=never), always4k
 #                                (PTSC_STAGING=always, PTSC_STAGING_CHUNK=4k)
 #                                and, for the cases with messages around
-#                                4 MiB, always (the default 4 MiB chunk).
+#                                4 MiB, always (the default 4 MiB chunk);
+#                                id_wrap only with PTSC_COMM=shared.
+#  mpi_regress_trunc_guard_never_<comm>_guardno  trunc_guard with
+#                                PTSC_RECV_GUARD=no in the environment.
 
 set(PTSC_DIFF_OPS 1500 CACHE STRING "Operations of the mpi_diff schedule")
 set(PTSC_DIFF_RANKS 2 CACHE STRING "Ranks of the mpi_diff runs")
@@ -60,7 +63,10 @@ endforeach()
 
 # The named regression cases.
 set(_ptsc_regress_cases recv_larger truncate_then_next isend_many detach_pending exit_pending big_type probe
-  any_rank derived)
+  any_rank derived probe_handover dup_request trunc_noncontig trunc_guard id_wrap)
+# id_wrap picks its own PTSC_MAX_THREADS so that the id space of framed
+# messages is small; that takes PTSC_COMM=shared (one lane).
+set(_ptsc_regress_shared_only id_wrap)
 # Cases whose sizes straddle the default 4 MiB chunk also run with it.
 set(_ptsc_regress_default_chunk recv_larger truncate_then_next isend_many probe any_rank)
 # any_rank needs several other ranks: the largest count the MPI tests use.
@@ -88,7 +94,11 @@ foreach(case IN LISTS _ptsc_regress_cases)
     else()
       set(fmt_env "PTSC_STAGING=always;PTSC_STAGING_CHUNK=4MiB")
     endif()
-    foreach(comm dup shared)
+    set(comms dup shared)
+    if(case IN_LIST _ptsc_regress_shared_only)
+      set(comms shared)
+    endif()
+    foreach(comm IN LISTS comms)
       set(name mpi_regress_${case}_${fmt}_${comm})
       add_test(NAME ${name}
         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${PTSC_MPIEXEC_EXTRA} ${MPIEXEC_PREFLAGS}
@@ -103,6 +113,24 @@ foreach(case IN LISTS _ptsc_regress_cases)
         ENVIRONMENT "PTSC_COMM=${comm};${fmt_env};${_ptsc_engine_env}")
     endforeach()
   endforeach()
+endforeach()
+
+# PTSC_RECV_GUARD=no once let MPI truncate (Open MPI wrote past the receive
+# buffer, MPICH aborted); the value no longer exists and the receive stays
+# guarded.
+foreach(comm dup shared)
+  set(name mpi_regress_trunc_guard_never_${comm}_guardno)
+  add_test(NAME ${name}
+    COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${PTSC_MPIEXEC_EXTRA} ${MPIEXEC_PREFLAGS}
+            $<TARGET_FILE:mpi_regress> ${MPIEXEC_POSTFLAGS} trunc_guard)
+  set_tests_properties(${name} PROPERTIES
+    LABELS mpi
+    TIMEOUT ${PTSC_TEST_TIMEOUT}
+    PROCESSORS 2
+    RESOURCE_LOCK mpiexec
+    PASS_REGULAR_EXPRESSION "PASSED mpi_regress trunc_guard"
+    FAIL_REGULAR_EXPRESSION "FAIL"
+    ENVIRONMENT "PTSC_COMM=${comm};PTSC_STAGING=never;PTSC_RECV_GUARD=no;${_ptsc_engine_env}")
 endforeach()
 
 # The same differential with device buffers (label gpu; skipped without a

@@ -32,6 +32,22 @@
  *  derived            derived datatypes with holes and a lower bound in
  *                     point-to-point and collectives: correct, holes
  *                     untouched, or refused with PTSC_ERR_UNSUPPORTED.
+ *  id_wrap            framed messages whose ids meet modulo the id space
+ *                     (ptsc_tag_max() + 1, made small: PTSC_COMM=shared with
+ *                     many thread slots) are in flight together and received
+ *                     out of order: each receive gets its own message.
+ *  probe_handover     a thread probes plain and framed messages, then detaches
+ *                     (or exits); the next holder of its index receives them
+ *                     all, and the senders complete.
+ *  dup_request        the same request twice in one array call, and a stale
+ *                     copy of a completed handle, give PTSC_ERR_ARG and
+ *                     change nothing; the thread's next receive works.
+ *  trunc_noncontig    a message larger than a non-contiguous receive (plain,
+ *                     and framed in the pieces format) gives PTSC_ERR_TRUNCATE
+ *                     with the first elements in place, holes untouched.
+ *  trunc_guard        a truncated receive writes nothing past the receive
+ *                     buffer (also run with PTSC_RECV_GUARD=no in the
+ *                     environment, a value that no longer exists).
  */
 #include "mpi_common.h"
 
@@ -1155,6 +1171,514 @@ static int case_derived(ptsc_ctx_t *ctx)
 }
 
 /* ------------------------------------------------------------------------ */
+/* id_wrap                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* 12388 bytes: a first part and three continuation pieces with a 4 KiB chunk. */
+static const size_t wrap_size = 3 * 4096 + 100;
+enum { WRAP_X = 1, WRAP_Y = 2, WRAP_FILL = 3, WRAP_WIN = 8 };
+
+/* The sender side of one round from (this rank, thread s) to (peer, thread s):
+ * X on tag WRAP_X, M - 1 fillers, then Y on tag WRAP_Y, whose id meets X's
+ * modulo M; all in flight at once. */
+static int wrap_send(ptsc_ctx_t *ctx, int peer, int s, int M, int round)
+{
+    int n = M + 1;
+    unsigned char **b = calloc((size_t)n, sizeof *b);
+    ptsc_request_t *r = calloc((size_t)n, sizeof *r);
+    for (int k = 0; k < n; k++) {
+        int tag = k == 0 ? WRAP_X : k == n - 1 ? WRAP_Y : WRAP_FILL;
+        b[k] = msg_alloc(wrap_size, seed_of(20, (uint64_t)round, (uint64_t)s, (uint64_t)k));
+        r[k] = PTSC_REQUEST_NULL;
+        CHECK_OK(ptsc_isend(ctx, b[k], (int)wrap_size, MPI_BYTE, peer, s, tag, &r[k]));
+    }
+    MPI_Barrier(MPI_COMM_WORLD); /* everything is on its way before the receiver starts */
+    for (int k = 0; k < n; k++) {
+        char what[96];
+        snprintf(what, sizeof what, "id_wrap round %d: isend %d of thread %d", round, k, s);
+        finish_send(&r[k], what);
+        free(b[k]);
+    }
+    free(b);
+    free(r);
+    return PTSC_OK;
+}
+
+/* The receiver: Y first, then X, then the fillers, all posted at once. */
+static int wrap_recv(ptsc_ctx_t *ctx, int peer, int s, int M, int round)
+{
+    int n = M + 1;
+    unsigned char **b = calloc((size_t)n, sizeof *b);
+    ptsc_request_t *r = calloc((size_t)n, sizeof *r);
+    ptsc_info_t *info = calloc((size_t)n, sizeof *info);
+    int *msg = calloc((size_t)n, sizeof *msg), *tags = calloc((size_t)n, sizeof *tags);
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int j = 0; j < n; j++) { /* receive j takes message msg[j] */
+        msg[j] = j == 0 ? n - 1 : j == 1 ? 0 : j - 1;
+        tags[j] = j == 0 ? WRAP_Y : j == 1 ? WRAP_X : WRAP_FILL;
+        b[j] = rbuf_alloc(wrap_size);
+        info_reset(&info[j]);
+        r[j] = PTSC_REQUEST_NULL;
+        CHECK_OK(ptsc_irecv(ctx, b[j], (int)wrap_size, MPI_BYTE, peer, s, tags[j], &r[j]));
+    }
+    for (int j = 0; j < n; j++) {
+        int rc = ptsc_wait_info(&r[j], &info[j]);
+        char what[128];
+        snprintf(what, sizeof what, "id_wrap round %d: message %d of %d from thread %d (tag %d)", round,
+                 msg[j], n, s, tags[j]);
+        CHECK_INFO(what, rc, &info[j], PTSC_OK, wrap_size, peer, s, tags[j]);
+        if (rc == PTSC_OK)
+            CHECK_DATA(what, b[j], wrap_size, wrap_size,
+                       seed_of(20, (uint64_t)round, (uint64_t)s, (uint64_t)msg[j]));
+        free(b[j]);
+    }
+    free(b);
+    free(r);
+    free(info);
+    free(msg);
+    free(tags);
+    return PTSC_OK;
+}
+
+/* Both ways at once between (this rank, thread s) and (peer, thread s):
+ * 3 M framed messages each way, WRAP_WIN in flight, tags cycling, received
+ * tag by tag in reverse order within each window. */
+static int wrap_exchange(ptsc_ctx_t *ctx, int peer, int s, int M)
+{
+    int total = 3 * M;
+    for (int base = 0; base < total; base += WRAP_WIN) {
+        int w = total - base < WRAP_WIN ? total - base : WRAP_WIN;
+        unsigned char *sb[WRAP_WIN], *rb[WRAP_WIN];
+        ptsc_request_t sr[WRAP_WIN], rr[WRAP_WIN];
+        int rmsg[WRAP_WIN], j = 0;
+        for (int k = 0; k < w; k++) {
+            int m = base + k;
+            sb[k] = msg_alloc(wrap_size, seed_of(21, (uint64_t)g_rank, (uint64_t)s, (uint64_t)m));
+            CHECK_OK(ptsc_isend(ctx, sb[k], (int)wrap_size, MPI_BYTE, peer, s, m % 3, &sr[k]));
+        }
+        for (int tag = 2; tag >= 0; tag--)
+            for (int k = 0; k < w; k++)
+                if ((base + k) % 3 == tag) {
+                    rmsg[j] = base + k;
+                    rb[j] = rbuf_alloc(wrap_size);
+                    CHECK_OK(ptsc_irecv(ctx, rb[j], (int)wrap_size, MPI_BYTE, peer, s, tag, &rr[j]));
+                    j++;
+                }
+        for (j = 0; j < w; j++) {
+            ptsc_info_t info;
+            info_reset(&info);
+            int rc = ptsc_wait_info(&rr[j], &info);
+            char what[128];
+            snprintf(what, sizeof what, "id_wrap exchange: message %d from (%d,%d)", rmsg[j], peer, s);
+            CHECK_INFO(what, rc, &info, PTSC_OK, wrap_size, peer, s, rmsg[j] % 3);
+            if (rc == PTSC_OK)
+                CHECK_DATA(what, rb[j], wrap_size, wrap_size,
+                           seed_of(21, (uint64_t)peer, (uint64_t)s, (uint64_t)rmsg[j]));
+            free(rb[j]);
+        }
+        int rc = ptsc_waitall(w, sr);
+        CHECK_RC("id_wrap exchange: waitall of the sends", rc, PTSC_OK);
+        for (int k = 0; k < w; k++)
+            free(sb[k]);
+    }
+    return PTSC_OK;
+}
+
+static int wrap_M;
+
+static void *wrap_thread1(void *arg)
+{
+    (void)arg;
+    ptsc_ctx_t *ctx = NULL;
+    g_me = 1;
+    int rc = ptsc_thread_attach(1, &ctx);
+    CHECK_RC("id_wrap: attach 1", rc, PTSC_OK);
+    if (rc != PTSC_OK)
+        return NULL;
+    int peer = 1 - g_rank;
+    for (int round = 0; round < 2; round++) {
+        if (g_rank == 0)
+            wrap_send(ctx, peer, 1, wrap_M, round);
+        else
+            wrap_recv(ctx, peer, 1, wrap_M, round);
+    }
+    wrap_exchange(ctx, peer, 1, wrap_M);
+    rc = ptsc_thread_detach();
+    CHECK_RC("id_wrap: detach 1", rc, PTSC_OK);
+    return NULL;
+}
+
+static int case_id_wrap(ptsc_ctx_t *ctx)
+{
+    int tmax = 0;
+    CHECK_OK(ptsc_tag_max(&tmax));
+    wrap_M = tmax + 1;
+    if (g_rank == 0 && g_me == 0)
+        printf("note: id_wrap: %d thread slots, ids of framed messages modulo %d\n", T, wrap_M);
+    if (wrap_M > 256) { /* the id space is too large to wrap in a short test */
+        if (g_rank == 0)
+            printf("note: id_wrap: id space %d, wrap not exercised\n", wrap_M);
+        wrap_M = 256;
+    }
+    if (!need_two() || T < 2)
+        return PTSC_OK;
+    if (g_rank > 1) {
+        /* The senders' barriers: two rounds of thread 1, two of thread 0. */
+        for (int k = 0; k < 4; k++)
+            MPI_Barrier(MPI_COMM_WORLD);
+        return PTSC_OK;
+    }
+    /* Thread 1 (zero-copy framed sends where host buffers stage by thread
+     * parity), then thread 0 (staged): one at a time, since the barriers are
+     * on MPI_COMM_WORLD. */
+    pthread_t th;
+    pthread_create(&th, NULL, wrap_thread1, NULL);
+    pthread_join(th, NULL);
+    int peer = 1 - g_rank;
+    for (int round = 0; round < 2; round++) {
+        if (g_rank == 0)
+            wrap_send(ctx, peer, 0, wrap_M, round);
+        else
+            wrap_recv(ctx, peer, 0, wrap_M, round);
+    }
+    wrap_exchange(ctx, peer, 0, wrap_M);
+    return PTSC_OK;
+}
+
+/* Before ptsc_init: with PTSC_COMM=shared, choose PTSC_MAX_THREADS so that
+ * the id space (the tag range) is about 40, from MPI's tag bound. MPI is
+ * initialised here; the caller finalizes it. */
+static void id_wrap_setup(int *argc, char ***argv)
+{
+    int provided = 0, *ub = NULL, flag = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    const char *comm = getenv("PTSC_COMM");
+    if (!comm || strcmp(comm, "shared") != 0)
+        return;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    double space = flag && ub ? (double)*ub + 1 : 32768.0;
+    long t = 4096;
+    while (t > 2 && 3.0 * 40.0 * (double)t * (double)t > space)
+        t--;
+    char v[32];
+    snprintf(v, sizeof v, "%ld", t);
+    setenv("PTSC_MAX_THREADS", v, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* probe_handover                                                            */
+/* ------------------------------------------------------------------------ */
+
+enum { HAND_T = 3, HAND_N = 4 };
+/* Message k: from thread hand_from[k] of rank 0, tag 30 + k. */
+static const int hand_from[HAND_N] = {0, 0, 1, 1};
+static const size_t hand_size[HAND_N] = {100, 3 * 4096 + 17, 3 * 4096 + 17, 4000};
+
+static uint64_t hand_seed(int round, int k) { return seed_of(22, (uint64_t)round, (uint64_t)k, 0); }
+
+typedef struct {
+    int round, peer;
+} hand_arg_t;
+
+/* Rank 1, index HAND_T: probe every message, then detach (round 0) or exit attached (round 1). */
+static void *hand_prober(void *arg)
+{
+    const hand_arg_t *a = arg;
+    ptsc_ctx_t *ctx = NULL;
+    g_me = HAND_T;
+    int rc = ptsc_thread_attach(HAND_T, &ctx);
+    CHECK_RC("probe_handover: attach the prober", rc, PTSC_OK);
+    if (rc != PTSC_OK)
+        return NULL;
+    for (int k = 0; k < HAND_N; k++) {
+        ptsc_info_t pi;
+        info_reset(&pi);
+        rc = ptsc_probe(ctx, a->peer, hand_from[k], 30 + k, &pi);
+        char what[96];
+        snprintf(what, sizeof what, "probe_handover round %d: probe of message %d", a->round, k);
+        CHECK_INFO(what, rc, &pi, PTSC_OK, hand_size[k], a->peer, hand_from[k], 30 + k);
+    }
+    if (a->round == 0) {
+        rc = ptsc_thread_detach();
+        CHECK_RC("probe_handover: detach of the prober", rc, PTSC_OK);
+    }
+    return NULL; /* round 1: exits attached */
+}
+
+/* Rank 1, index HAND_T again: receive what the prober left. */
+static void *hand_heir(void *arg)
+{
+    const hand_arg_t *a = arg;
+    ptsc_ctx_t *ctx = NULL;
+    g_me = HAND_T;
+    int rc = ptsc_thread_attach(HAND_T, &ctx);
+    CHECK_RC("probe_handover: attach the next holder", rc, PTSC_OK);
+    if (rc != PTSC_OK)
+        return NULL;
+    for (int k = HAND_N - 1; k >= 0; k--) {
+        unsigned char *b = rbuf_alloc(hand_size[k]);
+        ptsc_request_t r = PTSC_REQUEST_NULL;
+        ptsc_info_t info;
+        info_reset(&info);
+        char what[128];
+        snprintf(what, sizeof what, "probe_handover round %d: message %d (%zu bytes) to the next holder",
+                 a->round, k, hand_size[k]);
+        rc = ptsc_irecv(ctx, b, (int)hand_size[k], MPI_BYTE, a->peer, hand_from[k], 30 + k, &r);
+        CHECK_RC(what, rc, PTSC_OK);
+        double t0 = now_s();
+        int done = 0;
+        while (rc == PTSC_OK && !done) {
+            rc = ptsc_test_info(&r, &done, &info);
+            if (!done && now_s() - t0 > 20) {
+                CHECK(0, "%s: not received after 20 s (lost with the prober?)", what);
+                rc = ptsc_cancel(&r);
+                rc = ptsc_wait(&r);
+                free(b);
+                return NULL;
+            }
+        }
+        CHECK_INFO(what, rc, &info, PTSC_OK, hand_size[k], a->peer, hand_from[k], 30 + k);
+        if (rc == PTSC_OK)
+            CHECK_DATA(what, b, hand_size[k], hand_size[k], hand_seed(a->round, k));
+        free(b);
+    }
+    rc = ptsc_thread_detach();
+    CHECK_RC("probe_handover: detach of the next holder", rc, PTSC_OK);
+    return NULL;
+}
+
+static void hand_send(ptsc_ctx_t *ctx, int peer, int me, int round)
+{
+    unsigned char *b[HAND_N] = {NULL};
+    ptsc_request_t r[HAND_N];
+    for (int k = 0; k < HAND_N; k++) {
+        r[k] = PTSC_REQUEST_NULL;
+        if (hand_from[k] != me)
+            continue;
+        b[k] = msg_alloc(hand_size[k], hand_seed(round, k));
+        int rc = ptsc_isend(ctx, b[k], (int)hand_size[k], MPI_BYTE, peer, HAND_T, 30 + k, &r[k]);
+        CHECK_RC("probe_handover: isend", rc, PTSC_OK);
+    }
+    for (int k = 0; k < HAND_N; k++)
+        if (hand_from[k] == me) {
+            char what[96];
+            snprintf(what, sizeof what, "probe_handover round %d: send of message %d", round, k);
+            finish_send(&r[k], what);
+            free(b[k]);
+        }
+}
+
+static void *hand_sender1(void *arg)
+{
+    const hand_arg_t *a = arg;
+    ptsc_ctx_t *ctx = NULL;
+    g_me = 1;
+    int rc = ptsc_thread_attach(1, &ctx);
+    CHECK_RC("probe_handover: attach sender 1", rc, PTSC_OK);
+    if (rc != PTSC_OK)
+        return NULL;
+    hand_send(ctx, a->peer, 1, a->round);
+    rc = ptsc_thread_detach();
+    CHECK_RC("probe_handover: detach sender 1", rc, PTSC_OK);
+    return NULL;
+}
+
+static int case_probe_handover(ptsc_ctx_t *ctx)
+{
+    if (T <= HAND_T) {
+        CHECK(0, "probe_handover needs PTSC_MAX_THREADS > %d, got %d", HAND_T, T);
+        return PTSC_OK;
+    }
+    if (!need_two())
+        return PTSC_OK;
+    for (int round = 0; round < 2; round++) {
+        hand_arg_t a = {round, 1 - g_rank};
+        if (g_rank == 0) {
+            pthread_t th;
+            pthread_create(&th, NULL, hand_sender1, &a);
+            hand_send(ctx, a.peer, 0, round);
+            pthread_join(th, NULL);
+        } else if (g_rank == 1) {
+            pthread_t th;
+            pthread_create(&th, NULL, hand_prober, &a);
+            pthread_join(th, NULL);
+            pthread_create(&th, NULL, hand_heir, &a);
+            pthread_join(th, NULL);
+        }
+        CHECK_OK(ptsc_barrier(ctx));
+    }
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* dup_request                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The message of step k, to this rank's own thread 0 on tag 40. */
+static int dup_exchange(ptsc_ctx_t *ctx, ptsc_request_t *r, int *buf, int k)
+{
+    int v = 1000 * g_rank + k;
+    CHECK_OK(ptsc_send(ctx, &v, 1, MPI_INT, g_rank, 0, 40));
+    int rc = ptsc_wait(r);
+    CHECK(rc == PTSC_OK && *buf == v, "dup_request step %d: wait gave %s, value %d, expected %d", k,
+          ptsc_status_name(rc), *buf, v);
+    return rc;
+}
+
+static int case_dup_request(ptsc_ctx_t *ctx)
+{
+    int buf = -1, idx = -9, out = -9, flag = -9, idxs[3] = {-9, -9, -9};
+    ptsc_request_t r = PTSC_REQUEST_NULL;
+    CHECK_OK(ptsc_irecv(ctx, &buf, 1, MPI_INT, g_rank, 0, 40, &r));
+    ptsc_request_t two[2] = {r, r}, three[3] = {r, PTSC_REQUEST_NULL, r};
+    int rc = ptsc_waitall(2, two);
+    CHECK_RC("dup_request: ptsc_waitall with one request twice", rc, PTSC_ERR_ARG);
+    rc = ptsc_waitall(3, three);
+    CHECK_RC("dup_request: ptsc_waitall with one request twice, NULL between", rc, PTSC_ERR_ARG);
+    rc = ptsc_testall(2, two, &flag);
+    CHECK_RC("dup_request: ptsc_testall with one request twice", rc, PTSC_ERR_ARG);
+    rc = ptsc_testsome(3, three, &out, idxs, NULL);
+    CHECK_RC("dup_request: ptsc_testsome with one request twice", rc, PTSC_ERR_ARG);
+    rc = ptsc_waitany(2, two, &idx, NULL);
+    CHECK_RC("dup_request: ptsc_waitany with one request twice", rc, PTSC_ERR_ARG);
+    CHECK(two[0] == r && two[1] == r && three[0] == r && three[1] == PTSC_REQUEST_NULL && three[2] == r,
+          "dup_request: a refused array call changed the array");
+    CHECK(flag == -9 && out == -9 && idx == -9, "dup_request: a refused call wrote its outputs (%d %d %d)",
+          flag, out, idx);
+    ptsc_request_t copy = r;
+    if (dup_exchange(ctx, &r, &buf, 1) != PTSC_OK)
+        return PTSC_OK;
+    /* A stale copy of the completed handle. */
+    int done = -9;
+    rc = ptsc_wait(&copy);
+    CHECK_RC("dup_request: ptsc_wait of a stale copy of a completed request", rc, PTSC_ERR_ARG);
+    rc = ptsc_test(&copy, &done);
+    CHECK_RC("dup_request: ptsc_test of a stale copy", rc, PTSC_ERR_ARG);
+    ptsc_request_t stale[1] = {copy};
+    rc = ptsc_waitall(1, stale);
+    CHECK_RC("dup_request: ptsc_waitall of a stale copy", rc, PTSC_ERR_ARG);
+    /* The thread's next receives still work (a request freed twice made them spin). */
+    for (int k = 2; k < 5; k++) {
+        buf = -1;
+        CHECK_OK(ptsc_irecv(ctx, &buf, 1, MPI_INT, g_rank, 0, 40, &r));
+        if (dup_exchange(ctx, &r, &buf, k) != PTSC_OK)
+            return PTSC_OK;
+    }
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* trunc_noncontig                                                           */
+/* ------------------------------------------------------------------------ */
+
+enum { TNC_HOLE = -77 };
+
+static int case_trunc_noncontig(ptsc_ctx_t *ctx)
+{
+    /* Receives of `cap` ints at a stride of 2 (one vector element), from
+     * messages of `n` ints: plain (below the 4 KiB chunk) and framed. */
+    static const int caps[] = {100, 100, 1500, 600};
+    static const int ns[] = {200, 3000, 3000, 1100};
+    const int ncase = (int)(sizeof caps / sizeof caps[0]), tag = 41, next_tag = 42;
+    if (!need_two() || g_rank > 1)
+        return PTSC_OK;
+    int peer = 1 - g_rank;
+    for (int c = 0; c < ncase; c++)
+        for (int mode = 0; mode < 2; mode++) {
+            int n = ns[c], cap = caps[c];
+            char what[128];
+            snprintf(what, sizeof what, "trunc_noncontig: %d ints into %d at stride 2 (%s)", n, cap,
+                     mode ? "irecv" : "recv");
+            if (g_rank == 0) {
+                int *m = malloc((size_t)n * sizeof *m), next = 4242 + c;
+                for (int i = 0; i < n; i++)
+                    m[i] = 7 * i + c + 1;
+                CHECK_OK(ptsc_send(ctx, m, n, MPI_INT, peer, 0, tag));
+                CHECK_OK(ptsc_send(ctx, &next, 1, MPI_INT, peer, 0, next_tag));
+                free(m);
+                continue;
+            }
+            MPI_Datatype vec;
+            MPI_Type_vector(cap, 1, 2, MPI_INT, &vec);
+            MPI_Type_commit(&vec);
+            int *b = malloc((size_t)(2 * cap + 8) * sizeof *b);
+            for (int i = 0; i < 2 * cap + 8; i++)
+                b[i] = TNC_HOLE;
+            ptsc_info_t info;
+            info_reset(&info);
+            int rc;
+            if (mode) {
+                ptsc_request_t r = PTSC_REQUEST_NULL;
+                CHECK_OK(ptsc_irecv(ctx, b, 1, vec, peer, 0, tag, &r));
+                rc = ptsc_wait_info(&r, &info);
+            } else {
+                rc = ptsc_recv_info(ctx, b, 1, vec, peer, 0, tag, &info);
+            }
+            CHECK_INFO(what, rc, &info, PTSC_ERR_TRUNCATE, (size_t)cap * sizeof(int), peer, 0, tag);
+            int got = 0;
+            for (int i = 0; i < cap; i++)
+                got += b[2 * i] == 7 * i + c + 1;
+            CHECK(got == cap, "%s: %d of the %d elements hold the message's first ones", what, got, cap);
+            for (int i = 0; i < 2 * cap + 8; i++)
+                if ((i % 2 || i >= 2 * cap) && b[i] != TNC_HOLE) {
+                    CHECK(0, "%s: int %d (a hole or past the type) written: %d", what, i, b[i]);
+                    break;
+                }
+            int next = -1;
+            rc = ptsc_recv(ctx, &next, 1, MPI_INT, peer, 0, next_tag);
+            CHECK(rc == PTSC_OK && next == 4242 + c, "%s: the next message: %s, %d", what,
+                  ptsc_status_name(rc), next);
+            MPI_Type_free(&vec);
+            free(b);
+        }
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* trunc_guard                                                               */
+/* ------------------------------------------------------------------------ */
+
+static int case_trunc_guard(ptsc_ctx_t *ctx)
+{
+    /* n-byte messages into n/2 bytes of an n-byte buffer: the second half
+     * must stay untouched. */
+    static const size_t sizes[] = {2048, 8192, 65536, 1 * MIB};
+    const int nsizes = (int)(sizeof sizes / sizeof sizes[0]), tag = 43;
+    if (!need_two() || g_rank > 1)
+        return PTSC_OK;
+    int peer = 1 - g_rank;
+    for (int i = 0; i < nsizes; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            size_t n = sizes[i], cap = n / 2;
+            uint64_t seed = seed_of(23, (uint64_t)i, (uint64_t)mode, 0);
+            char what[128];
+            snprintf(what, sizeof what, "trunc_guard: %zu-byte message into %zu bytes (%s)", n, cap,
+                     mode ? "irecv" : "recv");
+            if (g_rank == 0) {
+                unsigned char *m = msg_alloc(n, seed);
+                CHECK_OK(ptsc_send(ctx, m, (int)n, MPI_BYTE, peer, 0, tag));
+                free(m);
+                continue;
+            }
+            unsigned char *b = rbuf_alloc(n);
+            ptsc_info_t info;
+            info_reset(&info);
+            int rc;
+            if (mode) {
+                ptsc_request_t r = PTSC_REQUEST_NULL;
+                CHECK_OK(ptsc_irecv(ctx, b, (int)cap, MPI_BYTE, peer, 0, tag, &r));
+                rc = ptsc_wait_info(&r, &info);
+            } else {
+                rc = ptsc_recv_info(ctx, b, (int)cap, MPI_BYTE, peer, 0, tag, &info);
+            }
+            CHECK_INFO(what, rc, &info, PTSC_ERR_TRUNCATE, cap, peer, 0, tag);
+            CHECK_DATA(what, b, cap, n, seed); /* the first cap bytes, nothing after */
+            free(b);
+        }
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 
 typedef struct {
     const char *name;
@@ -1171,6 +1695,11 @@ static const case_t cases[] = {
     {"probe", case_probe},
     {"any_rank", case_any_rank},
     {"derived", case_derived},
+    {"id_wrap", case_id_wrap},
+    {"probe_handover", case_probe_handover},
+    {"dup_request", case_dup_request},
+    {"trunc_noncontig", case_trunc_noncontig},
+    {"trunc_guard", case_trunc_guard},
 };
 
 int main(int argc, char **argv)
@@ -1186,6 +1715,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "\n");
         return 2;
     }
+    int own_mpi = c->fn == case_id_wrap;
+    if (own_mpi)
+        id_wrap_setup(&argc, &argv);
     T = test_init(&argc, &argv, &R);
     ptsc_ctx_t *ctx = NULL;
     g_me = 0;
@@ -1202,5 +1734,8 @@ int main(int argc, char **argv)
     }
     char name[96];
     snprintf(name, sizeof name, "mpi_regress %s", c->name);
-    return test_finish(name);
+    rc = test_finish(name);
+    if (own_mpi)
+        MPI_Finalize();
+    return rc;
 }
