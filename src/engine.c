@@ -1957,6 +1957,7 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
     ctx->stats.staged_bytes += ctx->agent_staged;
     ctx->agent_staged = 0;
     engine_release(ctx);
+}
 
 void ptsc__engine_adopt(ptsc_ctx_t *ctx)
 {
