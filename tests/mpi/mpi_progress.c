@@ -98,6 +98,10 @@ static void pattern_of(int p, int *op, int *coll, int *size)
 
 static void pattern_name(int p, char *buf, size_t n)
 {
+    if (p == NPAT) { /* the watchdog's name for the detach after the last pattern */
+        snprintf(buf, n, "(after the last pattern)");
+        return;
+    }
     int op, coll, size;
     pattern_of(p, &op, &coll, &size);
     snprintf(buf, n, "%s.%s.%s", op_name[op], coll_name[coll], size_name[size]);
@@ -397,9 +401,13 @@ static int worker(int t)
         }
     free(sbw);
     free(rb);
+    atomic_store(&g_where[t].since_ns, now_ns());
     at(t, "ptsc_thread_detach");
-    CHECK_OK(ptsc_thread_detach());
-    return PTSC_OK;
+    atomic_store(&g_where[t].pat, NPAT); /* watched too: a detach that cannot drain hangs as well */
+    int rc = ptsc_thread_detach();
+    atomic_store(&g_where[t].pat, -1);
+    CHECK(rc == PTSC_OK, "ptsc_thread_detach: %s: %s", ptsc_status_name(rc), ptsc_last_error());
+    return rc;
 }
 
 static void *thread_main(void *arg)
