@@ -43,7 +43,7 @@
  * rule). MPI_DIFF_INTERLEAVE=both leaves both sides non-blocking (needs no
  * such progress; to tell a progress hang from a fault of the schedule).
  * A watchdog ends the job when a thread spends MPI_DIFF_OP_DEADLINE seconds
- * in one operation (default 30), naming the operation.
+ * in one operation (default 60), naming the operation.
  *
  * Deadlock freedom: each point-to-point operation pairs endpoint g with
  * g ^ mask (both sides of a pair are at the same operation; the lower
@@ -1235,9 +1235,9 @@ static void op_late(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
 }
 
 /*
- * Watchdog of the operations: a thread that spends MPI_DIFF_OP_DEADLINE seconds (default 30, 120 in
+ * Watchdog of the operations: a thread that spends MPI_DIFF_OP_DEADLINE seconds (default 60, 80 in
  * sanitizer builds) in one operation ends the job, naming the operation and its kind for every thread
- * of the rank, so that a hang fails at once instead of at the run's deadline.
+ * of the rank, so that a hang fails naming where it is, before the run's deadline.
  */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define MPI_DIFF_SANITIZED 1
@@ -1257,7 +1257,7 @@ static int g_op_stop;
 static void *op_watchdog(void *arg)
 {
     const char *env = getenv("MPI_DIFF_OP_DEADLINE");
-    double deadline = env && atof(env) > 0 ? atof(env) : MPI_DIFF_SANITIZED ? 120 : 30;
+    double deadline = env && atof(env) > 0 ? atof(env) : MPI_DIFF_SANITIZED ? 80 : 60;
     (void)arg;
     while (!__atomic_load_n(&g_op_stop, __ATOMIC_SEQ_CST)) {
         struct timespec ts = {0, 100 * 1000 * 1000};
