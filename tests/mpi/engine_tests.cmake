@@ -8,6 +8,11 @@
 #                                under PTSC_STAGING=never, always with a 4 KiB
 #                                chunk and always with the default chunk; the
 #                                records of the three runs must be identical.
+#                                With PTSC_DIFF_INTERLEAVE (ON by default) the
+#                                schedule also holds operations left
+#                                outstanding over a lane, world or MPI
+#                                collective or a computation (MPI's progress
+#                                rule; MPI_DIFF_INTERLEAVE=1).
 #  mpi_regress_<case>_<fmt>_<comm>  tests/mpi/mpi_regress.c CASE, with fmt
 #                                never (PTSC_STAGING=never), always4k
 #                                (PTSC_STAGING=always, PTSC_STAGING_CHUNK=4k)
@@ -19,6 +24,11 @@
 
 set(PTSC_DIFF_OPS 1500 CACHE STRING "Operations of the mpi_diff schedule")
 set(PTSC_DIFF_RANKS 2 CACHE STRING "Ranks of the mpi_diff runs")
+option(PTSC_DIFF_INTERLEAVE "mpi_diff: operations outstanding over collectives and computation" ON)
+set(_ptsc_diff_interleave "")
+if(PTSC_DIFF_INTERLEAVE)
+  set(_ptsc_diff_interleave "MPI_DIFF_INTERLEAVE=1")
+endif()
 
 set(_ptsc_engine_env
   "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
@@ -54,7 +64,7 @@ function(ptsc_diff_test name formats labels locks comm)
     SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
     PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
     FAIL_REGULAR_EXPRESSION "FAIL"
-    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_diff_interleave}")
 endfunction()
 
 foreach(comm dup shared)

@@ -33,11 +33,24 @@
  * uses, so the source is unambiguous), and barrier, bcast, reduce,
  * allreduce, allgather and alltoall on every thread's lane.
  *
+ * MPI_DIFF_INTERLEAVE=1 adds operations (K_LATE, "late") that leave
+ * requests outstanding over a collective or a computation: one side of a
+ * pair starts isends, irecvs or both, then every endpoint makes the same
+ * lane collective, world collective, collective of MPI's own, or sleeps
+ * 1 ms, and only then waits; the other side makes the blocking counterpart
+ * before the collective, so it completes only if the outstanding requests
+ * move while their thread is in the collective or asleep (MPI's progress
+ * rule). MPI_DIFF_INTERLEAVE=both leaves both sides non-blocking (needs no
+ * such progress; to tell a progress hang from a fault of the schedule).
+ * A watchdog ends the job when a thread spends MPI_DIFF_OP_DEADLINE seconds
+ * in one operation (default 60), naming the operation.
+ *
  * Deadlock freedom: each point-to-point operation pairs endpoint g with
  * g ^ mask (both sides of a pair are at the same operation; the lower
  * endpoint sends first), every request is completed before the thread moves
  * to its next operation, and a thread waiting at operation i only ever waits
- * for endpoints at operation i or earlier.
+ * for endpoints at operation i or earlier; in a K_LATE operation a blocking
+ * call waits only for requests its partner started at the same operation.
  */
 #include "mpi_common.h"
 
@@ -56,7 +69,11 @@ static int R, T, P, POW2, TAG_MAX, NOPS = 400;
 static uint64_t SEED = 0x5eed2024u;
 static int TRUNC = 1; /* MPI_DIFF_TRUNCATE=0 leaves truncations out (for diagnosis only) */
 static pthread_barrier_t team;
-static int DEV; /* MPI_DIFF_DEVICE=1: buffers in device memory */
+static int DEV;        /* MPI_DIFF_DEVICE=1: buffers in device memory */
+static int INTERLEAVE; /* MPI_DIFF_INTERLEAVE=1: K_LATE operations in the schedule; 2 (=both): only their
+                        * mode where both sides are non-blocking (needs no progress outside waits) */
+static MPI_Comm
+    *g_mpicomm; /* [T]: a duplicate of MPI_COMM_WORLD per thread index, for MPI's own collectives */
 static _Thread_local ptsc_ctx_t *g_ctx;
 
 /* ------------------------------------------------------------------------ */
@@ -180,13 +197,16 @@ enum kind {
     C_ALLREDUCE,
     C_ALLGATHER,
     C_ALLTOALL,
+    K_LATE, /* one side's operations outstanding over a collective or computation (MPI_DIFF_INTERLEAVE) */
     NKINDS
 };
 
-static const char *const kind_name[NKINDS] = {"block",  "sendrecv", "nb",      "test",  "probe",
-                                              "any",    "anygath",  "barrier", "bcast", "reduce",
-                                              "allred", "allgath",  "alltoall"};
-static const int kind_weight[NKINDS] = {14, 9, 16, 10, 10, 8, 5, 3, 6, 5, 5, 4, 4};
+static const char *const kind_name[NKINDS] = {"block",  "sendrecv", "nb",       "test",  "probe",
+                                              "any",    "anygath",  "barrier",  "bcast", "reduce",
+                                              "allred", "allgath",  "alltoall", "late"};
+/* K_LATE's weight is set in main: 0 unless MPI_DIFF_INTERLEAVE=1, so that the schedule without it
+ * stays what it was. */
+static int kind_weight[NKINDS] = {14, 9, 16, 10, 10, 8, 5, 3, 6, 5, 5, 4, 4, 0};
 
 typedef struct {
     int index;
@@ -1064,6 +1084,222 @@ static void op_coll(ptsc_ctx_t *ctx, const op_t *o, int t)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Operations outstanding over a collective or computation (K_LATE)          */
+/* ------------------------------------------------------------------------ */
+
+enum { I_BARRIER, I_ALLREDUCE, I_WBARRIER, I_WALLREDUCE, I_MBARRIER, I_MALLREDUCE, I_SLEEP, NINTERLUDES };
+static const char *const interlude_name[NINTERLUDES] = {
+    "ptsc_barrier",  "ptsc_allreduce", "ptsc_world_barrier", "ptsc_world_allreduce", "MPI_Barrier",
+    "MPI_Allreduce", "sleep"};
+
+/* What every endpoint does in the middle of a K_LATE operation, outstanding requests or not: a lane
+ * collective (thread t of every rank), a world collective (every thread of every rank), one of MPI's
+ * own on the thread's duplicate of MPI_COMM_WORLD, or 1 ms of computation without a ptsc call. */
+static void interlude(ptsc_ctx_t *ctx, const op_t *o, int t, int which)
+{
+    enum { NV = 5 };
+    int in[NV], out[NV], rc = PTSC_OK, world = which == I_WALLREDUCE;
+    for (int k = 0; k < NV; k++) {
+        in[k] = reduce_val(o->index, g_rank, t, k);
+        out[k] = -1;
+    }
+    switch (which) {
+    case I_BARRIER:
+        rc = ptsc_barrier(ctx);
+        break;
+    case I_ALLREDUCE:
+        rc = ptsc_allreduce(ctx, in, out, NV, MPI_INT, MPI_SUM);
+        break;
+    case I_WBARRIER:
+        rc = ptsc_world_barrier(ctx, T);
+        break;
+    case I_WALLREDUCE:
+        rc = ptsc_world_allreduce(ctx, T, in, out, NV, MPI_INT, MPI_SUM);
+        break;
+    case I_MBARRIER:
+        rc = MPI_Barrier(g_mpicomm[t]) == MPI_SUCCESS ? PTSC_OK : PTSC_ERR_MPI;
+        break;
+    case I_MALLREDUCE:
+        rc = MPI_Allreduce(in, out, NV, MPI_INT, MPI_SUM, g_mpicomm[t]) == MPI_SUCCESS ? PTSC_OK
+                                                                                       : PTSC_ERR_MPI;
+        break;
+    default: {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+        break;
+    }
+    }
+    CHECK(rc == PTSC_OK, "op %d late: %s: %s: %s", o->index, interlude_name[which], ptsc_status_name(rc),
+          ptsc_last_error());
+    int reduced = which == I_ALLREDUCE || which == I_WALLREDUCE || which == I_MALLREDUCE;
+    if (rc == PTSC_OK && reduced)
+        for (int k = 0; k < NV; k++) {
+            int want = 0;
+            for (int r = 0; r < R; r++)
+                for (int u = world ? 0 : t; u < (world ? T : t + 1); u++)
+                    want += reduce_val(o->index, r, u, k);
+            CHECK(out[k] == want, "op %d late: %s element %d is %d, expected %d", o->index,
+                  interlude_name[which], k, out[k], want);
+        }
+    if (reduced)
+        rec("t%d op%d late %s: %s sum=%016llx", g_me, o->index, interlude_name[which], ptsc_status_name(rc),
+            (unsigned long long)checksum((const unsigned char *)out, sizeof out));
+    else
+        rec("t%d op%d late %s: %s", g_me, o->index, interlude_name[which], ptsc_status_name(rc));
+}
+
+/*
+ * K_LATE: side A starts its half of n messages non-blocking (mode 0: isends, 1: irecvs, 2: both), then
+ * takes part in the interlude, then waits for its requests in a random order; side B makes the
+ * blocking counterpart (mode 0: receives, 1: sends; mode 2: the same as A), sometimes after a short
+ * delay so that A is surely inside the interlude, then takes part in the interlude. B's blocking calls
+ * need A's outstanding requests to move while A is in the interlude: MPI's progress rule. Oneself:
+ * both halves non-blocking; an endpoint without a partner only takes part in the interlude.
+ */
+static void op_late(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
+{
+    int which = o->flags % NINTERLUDES, mode = INTERLEAVE == 2 ? 2 : (o->flags >> 3) % 3,
+        a_low = (o->flags >> 5) & 1;
+    int late = (o->flags >> 6) & 1, t = THREAD_OF(g);
+    if (p >= P) {
+        rec("t%d op%d late idle", g_me, o->index);
+        interlude(ctx, o, t, which);
+        return;
+    }
+    int is_a = g == p || (g < p) == a_low, both = g == p || mode == 2;
+    int do_send = both || (is_a ? mode == 0 : mode == 1), do_recv = both || (is_a ? mode == 1 : mode == 0);
+    int nonblocking = both || is_a, n = o->n;
+    MPI_Datatype ty = op_type(o);
+    msg_t ms[MAXN], mr[MAXN];
+    unsigned char *sb[MAXN] = {0}, *rb[MAXN] = {0};
+    ptsc_request_t req[2 * MAXN];
+    ptsc_info_t info[MAXN];
+    for (int k = 0; k < 2 * MAXN; k++)
+        req[k] = PTSC_REQUEST_NULL;
+    for (int k = 0; k < n; k++) {
+        msg_params(o, g, p, k, 1, &ms[k]);
+        msg_params(o, p, g, k, 1, &mr[k]);
+        if (do_send)
+            sb[k] = send_buf(&ms[k]);
+        if (do_recv)
+            rb[k] = recv_buf(mr[k].cap);
+        info_reset(&info[k]);
+    }
+    if (late && !nonblocking) {
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int k = 0; k < n; k++) {
+        int rc;
+        if (do_recv && nonblocking) {
+            rc = ptsc_irecv(ctx, rb[k], count_of(mr[k].cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag,
+                            &req[k]);
+            CHECK(rc == PTSC_OK, "op %d late irecv %d: %s: %s", o->index, k, ptsc_status_name(rc),
+                  ptsc_last_error());
+        } else if (do_recv) {
+            rc = ptsc_recv_info(ctx, rb[k], count_of(mr[k].cap, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag,
+                                &info[k]);
+            check_recv(o, "recv_info", k, p, o->tag, rc, &info[k], rb[k], &mr[k]);
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        int rc;
+        if (do_send && nonblocking) {
+            rc = ptsc_isend(ctx, sb[k], count_of(ms[k].bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag,
+                            &req[n + k]);
+            CHECK(rc == PTSC_OK, "op %d late isend %d: %s: %s", o->index, k, ptsc_status_name(rc),
+                  ptsc_last_error());
+        } else if (do_send) {
+            rc = ptsc_send(ctx, sb[k], count_of(ms[k].bytes, o->es), ty, RANK_OF(p), THREAD_OF(p), o->tag);
+            check_send(o, "send", k, p, rc);
+        }
+    }
+    interlude(ctx, o, t, which);
+    if (nonblocking) {
+        int rcs[2 * MAXN];
+        for (int j = 0; j < 2 * n; j++) {
+            int k = o->perm[j];
+            rcs[k] = k < n ? ptsc_wait_info(&req[k], &info[k]) : ptsc_wait(&req[k]);
+        }
+        for (int k = 0; k < n; k++)
+            if (do_recv)
+                check_recv(o, "wait", k, p, o->tag, rcs[k], &info[k], rb[k], &mr[k]);
+        for (int k = 0; k < n; k++)
+            if (do_send)
+                check_send(o, "isend", k, p, rcs[n + k]);
+    }
+    for (int k = 0; k < n; k++) {
+        buf_free(sb[k]);
+        buf_free(rb[k]);
+    }
+}
+
+/*
+ * Watchdog of the operations: a thread that spends MPI_DIFF_OP_DEADLINE seconds (default 60, 80 in
+ * sanitizer builds) in one operation ends the job, naming the operation and its kind for every thread
+ * of the rank, so that a hang fails naming where it is, before the run's deadline.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MPI_DIFF_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MPI_DIFF_SANITIZED 1
+#endif
+#endif
+#ifndef MPI_DIFF_SANITIZED
+#define MPI_DIFF_SANITIZED 0
+#endif
+
+static int *g_op_at;          /* [T]: the operation each thread is in, -1 when none */
+static long long *g_op_since; /* [T]: when it started, ms of now_s() */
+static int g_op_stop;
+
+static void *op_watchdog(void *arg)
+{
+    const char *env = getenv("MPI_DIFF_OP_DEADLINE");
+    double deadline = env && atof(env) > 0 ? atof(env) : MPI_DIFF_SANITIZED ? 80 : 60;
+    (void)arg;
+    while (!__atomic_load_n(&g_op_stop, __ATOMIC_SEQ_CST)) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        double now = now_s();
+        int stuck = 0;
+        for (int t = 0; t < T; t++)
+            stuck |= __atomic_load_n(&g_op_at[t], __ATOMIC_SEQ_CST) >= 0 &&
+                     now - 1e-3 * (double)__atomic_load_n(&g_op_since[t], __ATOMIC_SEQ_CST) > deadline;
+        if (!stuck)
+            continue;
+        fprintf(stderr, "FAIL [rank %d] mpi_diff: an operation did not complete within %.0f s:\n", g_rank,
+                deadline);
+        for (int t = 0; t < T; t++) {
+            int i = __atomic_load_n(&g_op_at[t], __ATOMIC_SEQ_CST);
+            if (i < 0) {
+                fprintf(stderr, "  [rank %d thread %d] done\n", g_rank, t);
+                continue;
+            }
+            op_t o;
+            gen_op(i, &o);
+            int g = g_rank * T + t, p = g ^ o.mask;
+            char late[96] = "";
+            if (o.kind == K_LATE)
+                snprintf(late, sizeof late, ", %s mode %d side %s", interlude_name[o.flags % NINTERLUDES],
+                         INTERLEAVE == 2 ? 2 : (o.flags >> 3) % 3,
+                         p >= P                                      ? "idle"
+                         : g == p || (g < p) == ((o.flags >> 5) & 1) ? "A"
+                                                                     : "B");
+            fprintf(stderr, "  [rank %d thread %d] op %d (%s%s, partner endpoint %d, flags %#x) for %.1f s\n",
+                    g_rank, t, i, kind_name[o.kind], late, p, (unsigned)o.flags,
+                    now - 1e-3 * (double)__atomic_load_n(&g_op_since[t], __ATOMIC_SEQ_CST));
+        }
+        fflush(stderr);
+        struct timespec grace = {1, 0}; /* the other ranks' watchdogs may say where they are */
+        nanosleep(&grace, NULL);
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
 
 static int worker(int t)
 {
@@ -1076,6 +1312,8 @@ static int worker(int t)
     for (int i = 0; i < NOPS; i++) {
         op_t o;
         gen_op(i, &o);
+        __atomic_store_n(&g_op_since[t], (long long)(now_s() * 1e3), __ATOMIC_SEQ_CST);
+        __atomic_store_n(&g_op_at[t], i, __ATOMIC_SEQ_CST);
         int p = g ^ o.mask;
         switch (o.kind) {
         case K_BLOCK:
@@ -1102,6 +1340,9 @@ static int worker(int t)
         case K_ANYGATHER:
             op_anygather(ctx, &o, t);
             break;
+        case K_LATE:
+            op_late(ctx, &o, g, p);
+            break;
         default:
             op_coll(ctx, &o, t);
             break;
@@ -1110,6 +1351,7 @@ static int worker(int t)
         if (__atomic_load_n(&g_failures, __ATOMIC_SEQ_CST) > 25)
             break; /* enough to go on; the watchdog ends the job */
     }
+    __atomic_store_n(&g_op_at[t], -1, __ATOMIC_SEQ_CST);
     arena_release();
     ptsc_stats_t st;
     if (ptsc_ctx_stats(ctx, &st) == PTSC_OK)
@@ -1140,6 +1382,10 @@ int main(int argc, char **argv)
     const char *tenv = getenv("MPI_DIFF_TRUNCATE");
     if (tenv && strcmp(tenv, "0") == 0)
         TRUNC = 0;
+    const char *ienv = getenv("MPI_DIFF_INTERLEAVE");
+    INTERLEAVE = !ienv ? 0 : strcmp(ienv, "1") == 0 ? 1 : strcmp(ienv, "both") == 0 ? 2 : 0;
+    if (INTERLEAVE)
+        kind_weight[K_LATE] = 12;
     const char *denv = getenv("MPI_DIFF_DEVICE");
     DEV = denv && strcmp(denv, "1") == 0;
     if (DEV) {
@@ -1160,6 +1406,16 @@ int main(int argc, char **argv)
     int rc = ptsc_tag_max(&TAG_MAX);
     CHECK(rc == PTSC_OK && TAG_MAX > NTAGS, "ptsc_tag_max: %s, %d", ptsc_status_name(rc), TAG_MAX);
     g_rec = calloc((size_t)T, sizeof *g_rec);
+    g_mpicomm = calloc((size_t)T, sizeof *g_mpicomm);
+    g_op_at = malloc((size_t)T * sizeof *g_op_at);
+    g_op_since = calloc((size_t)T, sizeof *g_op_since);
+    for (int t = 0; t < T; t++) {
+        g_op_at[t] = -1;
+        if (INTERLEAVE)
+            MPI_Comm_dup(MPI_COMM_WORLD, &g_mpicomm[t]);
+    }
+    pthread_t wd;
+    pthread_create(&wd, NULL, op_watchdog, NULL);
     pthread_barrier_init(&team, NULL, (unsigned)T);
     pthread_t *th = malloc((size_t)T * sizeof *th);
     for (int t = 0; t < T; t++)
@@ -1167,6 +1423,13 @@ int main(int argc, char **argv)
     for (int t = 0; t < T; t++)
         pthread_join(th[t], NULL);
     free(th);
+    __atomic_store_n(&g_op_stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(wd, NULL);
+    for (int t = 0; t < T && INTERLEAVE; t++)
+        MPI_Comm_free(&g_mpicomm[t]);
+    free(g_mpicomm);
+    free(g_op_at);
+    free(g_op_since);
     pthread_barrier_destroy(&team);
 
     char path[4096];
