@@ -20,7 +20,7 @@ set(PTSC_DIFF_RANKS 2 CACHE STRING "Ranks of the mpi_diff runs")
 set(_ptsc_engine_env
   "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 
-foreach(prog mpi_diff mpi_regress)
+foreach(prog mpi_diff mpi_regress mpi_conform)
   add_executable(${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   target_link_libraries(${prog} PRIVATE ptsc::ptsc MPI::MPI_C OpenMP::OpenMP_C Threads::Threads ptsc_warnings)
   target_compile_definitions(${prog} PRIVATE _GNU_SOURCE)
