@@ -1,6 +1,6 @@
 # cmake -DMPIEXEC=... -DPROGRAM=... -DWORK=dir [-DNPFLAG=-n] [-DNP=2] [-DEXTRA=a|b]
 #       [-DPREFLAGS=a|b] [-DPOSTFLAGS=a|b] [-DARGS=a|b] [-DTIMEOUT=s]
-#       [-DFORMATS=never|always4k|always] -P diff_records.cmake
+#       [-DFORMATS=never|always4k|always] [-DNAME=mpi_diff] [-DREPLAY=VAR] -P diff_records.cmake
 #
 # The differential test of the wire formats and paths. Runs the record
 # program (tests/mpi/mpi_diff.c) under mpiexec once per format, in order:
@@ -11,7 +11,11 @@
 #   auto      PTSC_STAGING=auto: per message, staged or direct by size
 #   direct    PTSC_STAGING=auto, PTSC_DIRECT_MIN=0: direct wherever MPI can
 # and dev-<format>: the same with every buffer in device memory
-# (MPI_DIFF_DEVICE=1). The default list is never, always4k, always.
+# (MPI_DIFF_DEVICE=1), and oracle: the program's plain-MPI run of the same
+# schedule (MPI_CONFORM_ORACLE=1, tests/mpi/mpi_conform.c; no ptsc call).
+# The default list is never, always4k, always. NAME is the program's name in
+# its verdict line ("PASSED NAME"); REPLAY, when given, names the variable
+# that replays the program whose seed starts the first differing line.
 # PTSC_COMM and the rest of the environment come from the caller (the ctest
 # entry). Each run writes WORK/<format>.<rank>.txt; the test fails unless
 # every run passed its own checks and every rank's records are identical
@@ -29,6 +33,9 @@ if(NOT DEFINED NPFLAG)
 endif()
 if(NOT DEFINED NP)
   set(NP 2)
+endif()
+if(NOT DEFINED NAME OR NAME STREQUAL "")
+  set(NAME mpi_diff)
 endif()
 if(NOT DEFINED TIMEOUT)
   set(TIMEOUT 120)
@@ -50,12 +57,16 @@ foreach(fmt IN LISTS formats)
   unset(ENV{PTSC_STAGING_CHUNK})
   unset(ENV{PTSC_DIRECT_MIN})
   unset(ENV{MPI_DIFF_DEVICE})
+  unset(ENV{MPI_CONFORM_ORACLE})
   set(path "${fmt}")
   if(fmt MATCHES "^dev-(.*)$")
     set(ENV{MPI_DIFF_DEVICE} 1)
     set(path "${CMAKE_MATCH_1}")
   endif()
-  if(path STREQUAL "never")
+  if(path STREQUAL "oracle")
+    set(ENV{PTSC_STAGING} never)
+    set(ENV{MPI_CONFORM_ORACLE} 1)
+  elseif(path STREQUAL "never")
     set(ENV{PTSC_STAGING} never)
   elseif(path STREQUAL "always4k")
     set(ENV{PTSC_STAGING} always)
@@ -80,11 +91,11 @@ foreach(fmt IN LISTS formats)
   math(EXPR secs "${t1} - ${t0}")
   set(all "${out}${err}")
   string(STRIP "${all}" all)
-  if(out MATCHES "mpi_diff: SKIPPED")
-    message(STATUS "mpi_diff: SKIPPED (${fmt}): no CUDA device")
+  if(out MATCHES "${NAME}: SKIPPED")
+    message(STATUS "${NAME}: SKIPPED (${fmt}): no CUDA device")
     return()
   endif()
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "PASSED mpi_diff" OR all MATCHES "FAIL")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "PASSED ${NAME}" OR all MATCHES "FAIL")
     # Print the run's output (the FAIL lines say what went wrong), trimmed.
     string(LENGTH "${all}" len)
     if(len GREATER 6000)
@@ -156,12 +167,23 @@ foreach(rank RANGE ${last_rank})
     endforeach()
     message("rank ${rank}: records of ${fmt} differ from ${ref} at line ${line}:\n"
       "  ${ref}: ${line_a}\n  ${fmt}: ${line_b}")
+    if(DEFINED REPLAY AND NOT REPLAY STREQUAL "")
+      set(_seed "")
+      if(line_a MATCHES "^s([0-9]+) ")
+        set(_seed ${CMAKE_MATCH_1})
+      elseif(line_b MATCHES "^s([0-9]+) ")
+        set(_seed ${CMAKE_MATCH_1})
+      endif()
+      if(NOT _seed STREQUAL "")
+        message("  replay that program: ${REPLAY}=${_seed} with the environment of the ${fmt} run above")
+      endif()
+    endif()
     list(APPEND problems "rank ${rank}: ${fmt} records differ from ${ref} at line ${line}")
   endforeach()
 endforeach()
 
 if(problems)
   string(REPLACE ";" "\n  " problems "${problems}")
-  message(FATAL_ERROR "mpi_diff (PTSC_COMM=$ENV{PTSC_COMM}):\n  ${problems}\nrecords kept in ${WORK}")
+  message(FATAL_ERROR "${NAME} (PTSC_COMM=$ENV{PTSC_COMM}):\n  ${problems}\nrecords kept in ${WORK}")
 endif()
-message(STATUS "mpi_diff records identical across formats (${formats}), PTSC_COMM=$ENV{PTSC_COMM}, ${NP} ranks")
+message(STATUS "${NAME} records identical across formats (${formats}), PTSC_COMM=$ENV{PTSC_COMM}, ${NP} ranks")

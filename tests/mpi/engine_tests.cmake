@@ -33,7 +33,7 @@ endif()
 set(_ptsc_engine_env
   "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
 
-foreach(prog mpi_diff mpi_regress)
+foreach(prog mpi_diff mpi_regress mpi_conform)
   add_executable(${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
   target_link_libraries(${prog} PRIVATE ptsc::ptsc MPI::MPI_C OpenMP::OpenMP_C Threads::Threads ptsc_warnings)
   target_compile_definitions(${prog} PRIVATE _GNU_SOURCE)
@@ -157,3 +157,59 @@ if(PTSC_HAVE_CUDA)
                    "gpu;mpiexec" ${comm})
   endforeach()
 endif()
+
+# The conformance test (tests/mpi/mpi_conform.c): random multithreaded
+# programs, each run as plain MPI (the oracle) and through ptsc under
+# PTSC_STAGING=never and PTSC_STAGING=always with 4 KiB pieces, per
+# PTSC_COMM mode; diff_records.cmake compares the records with the oracle's.
+# Programs per run: at 2 ranks PTSC_CONFORM_PROGRAMS, at the largest rank
+# count of the MPI tests PTSC_CONFORM_PROGRAMS_WIDE (slower: every thread
+# of 4 ranks on 2 cores; 0 leaves those entries out). MPICH runs programs
+# of several threads about ten times slower here (a 4-rank run of 10
+# programs takes 40 s), so it gets fewer and no 4-rank entries. Switches of the program (MPI_CONFORM_WRAP,
+# MPI_CONFORM_PROBED, MPI_CONFORM_TRUNC_NC, MPI_CONFORM_DUPREQ,
+# MPI_CONFORM_PROBE_PRE) stay at their default, on.
+if(PTSC_MPI_VENDOR STREQUAL "MPICH")
+  set(_ptsc_conform_n 60)
+  set(_ptsc_conform_wide_n 0)
+else()
+  set(_ptsc_conform_n 500)
+  set(_ptsc_conform_wide_n 40)
+endif()
+set(PTSC_CONFORM_PROGRAMS ${_ptsc_conform_n} CACHE STRING "Programs of each mpi_conform run at 2 ranks")
+set(PTSC_CONFORM_PROGRAMS_WIDE ${_ptsc_conform_wide_n} CACHE STRING
+    "Programs of each mpi_conform run at the largest rank count of the MPI tests")
+set(_ptsc_conform_np_wide 2)
+foreach(np IN LISTS PTSC_TEST_MPI_RANKS)
+  if(np GREATER _ptsc_conform_np_wide AND np LESS_EQUAL 4)
+    set(_ptsc_conform_np_wide ${np})
+  endif()
+endforeach()
+set(_ptsc_conform_runs "2|${PTSC_CONFORM_PROGRAMS}|1")
+if(_ptsc_conform_np_wide GREATER 2 AND PTSC_CONFORM_PROGRAMS_WIDE GREATER 0)
+  list(APPEND _ptsc_conform_runs "${_ptsc_conform_np_wide}|${PTSC_CONFORM_PROGRAMS_WIDE}|100001")
+endif()
+foreach(run IN LISTS _ptsc_conform_runs)
+  string(REPLACE "|" ";" run "${run}")
+  list(GET run 0 np)
+  list(GET run 1 nprogs)
+  list(GET run 2 seed0)
+  foreach(comm dup shared)
+    set(name mpi_conform_np${np}_${comm})
+    add_test(NAME ${name}
+      COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG} -DNP=${np}
+              "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}" "-DPOSTFLAGS=${_ptsc_diff_post}"
+              -DPROGRAM=$<TARGET_FILE:mpi_conform> "-DARGS=${nprogs}|${seed0}" "-DFORMATS=oracle|never|always4k"
+              -DNAME=mpi_conform -DREPLAY=MPI_CONFORM_SEED -DWORK=${CMAKE_CURRENT_BINARY_DIR}/${name}
+              -DTIMEOUT=${PTSC_TEST_TIMEOUT} -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
+    math(EXPR _timeout "3 * ${PTSC_TEST_TIMEOUT} + 30")
+    set_tests_properties(${name} PROPERTIES
+      LABELS mpi
+      TIMEOUT ${_timeout}
+      PROCESSORS ${np}
+      RESOURCE_LOCK mpiexec
+      PASS_REGULAR_EXPRESSION "mpi_conform records identical across formats"
+      FAIL_REGULAR_EXPRESSION "FAIL"
+      ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+  endforeach()
+endforeach()
