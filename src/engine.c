@@ -1568,12 +1568,33 @@ static size_t stash_size(const struct ptsc__stash *s)
     return (size_t)h.total;
 }
 
+/* Whether a receive the thread started and that is still unmatched would
+ * take any message a probe of (rank, thread, tag) could see. */
+static int receive_before(const ptsc_ctx_t *ctx, int rank, int thread, int tag)
+{
+    for (const struct ptsc_request *q = ctx->active; q; q = q->anext)
+        if (q->is_recv && !q->coll && q->state != R_DONE && unmatched(q) && q->thread == thread &&
+            q->tag == tag && (q->rank == rank || q->rank == PTSC_ANY_RANK))
+            return 1;
+    return 0;
+}
+
 static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *flag, ptsc_info_t *info)
 {
     ptsc__addr_t a;
     ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
     for (;;) {
         int moved = engine_progress(ctx);
+        if (receive_before(ctx, rank, thread, tag)) {
+            /* An earlier receive takes the next message first, as MPI's
+             * posted receives do: the probe sees the one after it. */
+            if (flag) {
+                *flag = 0;
+                return PTSC_OK;
+            }
+            idle(ctx, moved);
+            continue;
+        }
         if (!ptsc__g.framed) {
             int f = 0;
             MPI_Status st;
