@@ -32,6 +32,9 @@
 #   CMP_TARGET_MS=        bench_host --target-ms (default: its own, 30 ms per
 #                         ping-pong measurement, 150 ms per rate measurement)
 #   CMP_TIMEOUT=600       seconds per benchmark run
+#   CMP_OLD_ENV=, CMP_NEW_ENV=  variables for one side's runs only, e.g.
+#                         CMP_NEW_ENV="PTSC_PROGRESS=caller" (OLD_REV and
+#                         NEW_REV may then be the same commit)
 #   CMP_RAW=DIR           no builds, no runs: the table of the raw outputs in
 #                         DIR (a raw-* folder of an earlier call, its ROUNDS)
 # Both revisions build with the same compiler, flags and MPI; the ranks run
@@ -199,8 +202,13 @@ FAILED=0
 run() {
   local name=$1 round=$2 mode=$3
   shift 3
-  local out=$RAW/$name-r$round-$mode.md
-  env PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 PTSC_COMM="$mode" timeout "$CMP_TIMEOUT" "${LAUNCH[@]}" \
+  local out=$RAW/$name-r$round-$mode.md side_env=()
+  if [ "$name" = old ]; then
+    read -r -a side_env <<<"${CMP_OLD_ENV:-}"
+  else
+    read -r -a side_env <<<"${CMP_NEW_ENV:-}"
+  fi
+  env ${side_env[@]+"${side_env[@]}"} PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 PTSC_COMM="$mode" timeout "$CMP_TIMEOUT" "${LAUNCH[@]}" \
     "$CMP_DIR/build-$name/tests/bench/bench_host" ${TARGET[@]+"${TARGET[@]}"} "$@" >"$out" 2>"${out%.md}.stderr"
   local rc=$?
   if [ $rc -ne 0 ]; then
@@ -223,12 +231,12 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
 echo "# bench-compare: $(git log -1 --format=%h "$OLD") (old) against $(git log -1 --format=%h "$NEW") (new)"
 echo
-echo "Command: \`bash .ci/bench-compare.sh $*\` (ROUNDS=$ROUNDS${CMP_TARGET_MS:+ CMP_TARGET_MS=$CMP_TARGET_MS}), $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - T0)) s of runs."
+echo "Command: \`ROUNDS=$ROUNDS${CMP_TARGET_MS:+ CMP_TARGET_MS=$CMP_TARGET_MS}${CMP_OLD_ENV:+ CMP_OLD_ENV=\"$CMP_OLD_ENV\"}${CMP_NEW_ENV:+ CMP_NEW_ENV=\"$CMP_NEW_ENV\"} bash .ci/bench-compare.sh $*\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - T0)) s of runs."
 echo
 echo "Machine: $(nproc) cores; $(if [ "$HAVE_GPU" = 1 ]; then nvidia-smi -L | head -1; else echo no GPU; fi); load average $LOAD0 at the start, $LOAD1 at the end; MPI: $("$MPIEXEC" --version 2>&1 | head -1); cmake: ${MPI_ARGS[*]:-} ${EXTRA[*]}."
 echo
-echo "- old: $(git log -1 --format='%h %s' "$OLD" | cut -c1-100)"
-echo "- new: $(git log -1 --format='%h %s' "$NEW" | cut -c1-100)"
+echo "- old: $(git log -1 --format='%h %s' "$OLD" | cut -c1-100)${CMP_OLD_ENV:+; run with $CMP_OLD_ENV}"
+echo "- new: $(git log -1 --format='%h %s' "$NEW" | cut -c1-100)${CMP_NEW_ENV:+; run with $CMP_NEW_ENV}"
 echo
 table
 echo

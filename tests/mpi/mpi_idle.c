@@ -184,7 +184,8 @@ int main(int argc, char **argv)
     if (g_rank == 0)
         for (int k = 0; k < 2; k++)
             printf("mpi_idle: rank %d, agent %s: idle %.2f s: process CPU %.2f ms (%.3f %% of a core, limit "
-                   "%.0f ms), ptsc's %d thread(s) %.2f ms; agent sweeps: %.0f during the framed message, "
+                   "%.0f ms), the %d thread(s) ptsc_init started (the agent) %.2f ms; agent sweeps: %.0f "
+                   "during the framed message, "
                    "%.0f while "
                    "idle\n",
                    k, agent ? "on" : "off", wall, all[5 * k], 100 * all[5 * k] / 1e3 / wall, 1e3 * limit,
