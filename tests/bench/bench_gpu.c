@@ -13,6 +13,7 @@
 /* bench_kernels.cu; returns a cudaError_t value. */
 int bench_kernel_launch(float *buf, size_t n, int work, void *stream);
 int bench_spin_launch(long long ns, void *stream);
+int bench_fill_launch(unsigned *buf, size_t n, unsigned seed, void *stream);
 #endif
 
 static int cuda_check(cudaError_t e, const char *what)
@@ -73,6 +74,20 @@ int bench_gpu_spin(long long ns, void *stream)
 #endif
 }
 
+int bench_gpu_fill(void *buf, size_t bytes, unsigned seed, void *stream)
+{
+#ifdef PTSC_HAVE_NVCC
+    return cuda_check((cudaError_t)bench_fill_launch(buf, bytes / sizeof(unsigned), seed, stream),
+                      "fill kernel");
+#else
+    (void)buf;
+    (void)bytes;
+    (void)seed;
+    (void)stream;
+    return PTSC_ERR_UNSUPPORTED;
+#endif
+}
+
 int bench_gpu_memcpy(void *dst, const void *src, size_t bytes)
 {
     return cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
@@ -127,6 +142,10 @@ int bench_gpu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 int bench_gpu_stream_sync(void *stream) { return (void)stream, PTSC_ERR_NO_DEVICE; }
 int bench_gpu_device_sync(void) { return PTSC_ERR_NO_DEVICE; }
 int bench_gpu_spin(long long ns, void *stream) { return (void)ns, (void)stream, PTSC_ERR_NO_DEVICE; }
+int bench_gpu_fill(void *buf, size_t bytes, unsigned seed, void *stream)
+{
+    return (void)buf, (void)bytes, (void)seed, (void)stream, PTSC_ERR_NO_DEVICE;
+}
 int bench_gpu_pointer_attr(const void *p, int *type) { return (void)p, (void)type, PTSC_ERR_NO_DEVICE; }
 
 #endif

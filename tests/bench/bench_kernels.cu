@@ -5,6 +5,8 @@
  */
 #include <cuda_runtime.h>
 
+#include "bench_pattern.h"
+
 __global__ void bench_busy_kernel(float *buf, size_t n, int work)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -36,5 +38,18 @@ __global__ void bench_spin_kernel(long long ns)
 extern "C" int bench_spin_launch(long long ns, void *stream)
 {
     bench_spin_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(ns);
+    return (int)cudaGetLastError();
+}
+
+/* Fill `n` words with bench_pattern(i, seed): a produced, checkable buffer. */
+__global__ void bench_fill_kernel(unsigned *buf, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        buf[i] = bench_pattern(i, seed);
+}
+
+extern "C" int bench_fill_launch(unsigned *buf, size_t n, unsigned seed, void *stream)
+{
+    bench_fill_kernel<<<256, 256, 0, (cudaStream_t)stream>>>(buf, n, seed);
     return (int)cudaGetLastError();
 }

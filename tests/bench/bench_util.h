@@ -63,6 +63,9 @@ int bench_gpu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 int bench_gpu_stream_sync(void *stream);
 /* A kernel that keeps `stream` busy for `ns` nanoseconds (needs nvcc). */
 int bench_gpu_spin(long long ns, void *stream);
+/* Fill `bytes` (a multiple of 4) with bench_pattern(i, seed) by a kernel on
+ * `stream` (needs nvcc: PTSC_ERR_UNSUPPORTED otherwise). */
+int bench_gpu_fill(void *buf, size_t bytes, unsigned seed, void *stream);
 int bench_gpu_device_sync(void);
 /* Raw cudaPointerGetAttributes, for bench_classify's comparison. */
 int bench_gpu_pointer_attr(const void *p, int *type);

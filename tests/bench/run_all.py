@@ -53,6 +53,17 @@ JOBS = [
      {"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "PTSC_STREAM": "owned"}, []),
     ("bench_interpose", "bench_interpose", True, {}, []),
 ]
+# bench_overlap: one run per path and progress mode (both fixed at ptsc_init).
+# direct prints skipped rows where MPI is not CUDA-aware.
+OVERLAP_PATHS = [
+    ("staged", {"PTSC_STAGING": "always"}),
+    ("framed", {"PTSC_STAGING": "always", "PTSC_STAGING_CHUNK": "256k"}),
+    ("direct", {"PTSC_STAGING": "never", "PTSC_DIRECT_MIN": "0"}),
+]
+for _path, _env in OVERLAP_PATHS:
+    for _progress in ("thread", "caller"):
+        JOBS.append(("bench_overlap-%s-%s" % (_path, _progress), "bench_overlap", True,
+                     dict({"PTSC_MAX_THREADS": "1", "OMP_NUM_THREADS": "1", "PTSC_PROGRESS": _progress}, **_env), []))
 TIMEOUT_S = 1200
 
 
@@ -193,6 +204,23 @@ def merge_rate(by_job):
         rows.append([r[0], r[1], r[2], r[3], s[1], s[2], s[3], ratio])
     return {"title": "bench_host: lane message rate, PTSC_COMM=dup and shared (merged)", "header": header,
             "rows": rows}
+
+
+def merge_overlap(by_job):
+    """The bench_overlap runs (one per path and progress mode) in one table."""
+    header, rows = None, []
+    for job, tables in by_job.items():
+        if not job.startswith("bench_overlap-"):
+            continue
+        for t in tables:
+            if "bench_overlap" in t["title"]:
+                header = header or t["header"]
+                if t["header"] == header:
+                    rows += t["rows"]
+    if not header:
+        return None
+    return {"title": "bench_overlap: wait after the computation, every path and progress mode (merged)",
+            "header": header, "rows": rows}
 
 
 # ---------------------------------------------------------------------------
@@ -551,6 +579,10 @@ def main():
     if merged:
         write_csv(os.path.join(csv_dir, "bench_host-rate-merged.csv"), merged)
         index.append({"job": "merged", "title": merged["title"], "csv": "csv/bench_host-rate-merged.csv"})
+    overlap = merge_overlap(by_job)
+    if overlap:
+        write_csv(os.path.join(csv_dir, "bench_overlap-merged.csv"), overlap)
+        index.append({"job": "merged", "title": overlap["title"], "csv": "csv/bench_overlap-merged.csv"})
     with open(os.path.join(data, "tables.json"), "w") as f:
         json.dump(index, f, indent=1)
 
@@ -596,6 +628,14 @@ def main():
                   "each ratio to raw is taken within its own run, `shared / dup` across the runs.")
         md.append("")
         md.append(table_md(merged))
+        md.append("")
+    if overlap:
+        md.append("## bench_overlap: every path and progress mode (merged)")
+        md.append("")
+        md.append("From the bench_overlap runs below, one per path and PTSC_PROGRESS mode; wait / transfer is "
+                  "the wait after a computation of twice the transfer time (goal: under 0.05 from 1 MiB up).")
+        md.append("")
+        md.append(table_md(overlap))
         md.append("")
     for name, shown, out, tables, n in results:
         md.append("## %s" % name)
