@@ -595,7 +595,7 @@ static int recv_post(struct ptsc_request *r, int k)
     int count = 0;
     MPI_Datatype type = MPI_BYTE;
     if (r->staged) {
-        /* MPI is never given a count below the message's size (see guarded):
+        /* MPI is never given a count below the message's size (receives match first):
          * a plain message larger than the slot goes to ordinary memory. */
         buf = p->slot->host;
         if (len > chunk() + PTSC__HDR_BYTES) {
@@ -1026,8 +1026,8 @@ static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass
 /* Starting                                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* PTSC_RECV_GUARD: receives match their message first (a matched probe) even
- * where the job does not frame, so that a message larger than the receive
+/* Every receive matches its message first (a matched probe), even where the
+ * job does not frame, so that a message larger than the receive
  * is taken beside the buffer and reported as a truncation. Open MPI 4.1.4
  * writes such a message past the end of the receive buffer when it travels
  * by its single-copy protocol (AddressSanitizer: heap-buffer-overflow in
@@ -1036,7 +1036,6 @@ static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass
  * reports the truncation of a completed request through MPI_COMM_WORLD's
  * error handler, which aborts. Always on: there is no switch to turn it off
  * (docs/design.md). */
-static int guarded(void) { return ptsc__g.recv_guard; }
 
 /* The path of a message and whether the engine takes it; nothing changes. */
 static int admit(const ptsc_ctx_t *ctx, int is_recv, const void *buf, MPI_Datatype type, size_t bytes,
@@ -1136,7 +1135,7 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
          * posted now and MPI orders it; a staged one matches first, like
          * every receive of a framed job, so that it takes a slot only for a
          * message that was sent. */
-        r->state = ptsc__g.framed || staged || guarded() ? R_MATCH : R_RUN;
+        r->state = R_MATCH;
         ctx->stats.recvs++;
     }
     if (rc != PTSC_OK) {
@@ -1144,6 +1143,7 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
         return rc;
     }
     ctx->outstanding++;
+    ctx->hand_new = 1; /* leave(): the agent's stream must wait for what the owner queued until now */
     active_add(r);
     /* A pass in order, not a step of r alone: an earlier receive of the same
      * channel that found no message must match first. */
@@ -1272,13 +1272,14 @@ static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
 
-static int needs_drive(const ptsc_ctx_t *ctx);
+static void enter(ptsc_ctx_t *ctx);
+static void leave(ptsc_ctx_t *ctx);
 
 int ptsc__request_stale(const struct ptsc_request *r)
 {
-    ptsc__progress_enter(r->ctx);
+    enter(r->ctx);
     int stale = r->state == R_FREE;
-    ptsc__progress_leave(r->ctx, ptsc__progress_agent_on() && needs_drive(r->ctx));
+    leave(r->ctx);
     return stale;
 }
 
@@ -1513,21 +1514,16 @@ static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type,
             MPI_Status st;
             MPI_Message msg = MPI_MESSAGE_NULL;
             ptsc__lanes_recv_addr(ctx->index, rank, thread, tag, &a);
-            int mrc = MPI_SUCCESS;
             ptsc__nvtx_push_msg(call, rank, thread, tag, bytes, 0);
             ptsc__wait_begin(ctx, call, PTSC__WAIT_RECV, rank, thread, tag, bytes);
-            if (guarded()) {
-                mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
-                if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes) {
-                    ptsc__wait_end(ctx);
-                    ptsc__nvtx_pop();
-                    return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info,
-                                        call);
-                }
+            int mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
+            if (mrc == MPI_SUCCESS && status_bytes(&st) > bytes) {
+                ptsc__wait_end(ctx);
+                ptsc__nvtx_pop();
+                return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info, call);
             }
             if (mrc == MPI_SUCCESS)
-                mrc = guarded() ? MPI_Mrecv(buf, count, type, &msg, &st)
-                                : MPI_Recv(buf, count, type, a.rank, a.tag, a.comm, &st);
+                mrc = MPI_Mrecv(buf, count, type, &msg, &st);
             ptsc__wait_end(ctx);
             ptsc__nvtx_pop();
             ctx->stats.recvs++;
@@ -1792,14 +1788,21 @@ static void enter(ptsc_ctx_t *ctx)
 static void leave(ptsc_ctx_t *ctx)
 {
     int want = ptsc__progress_agent_on() && needs_drive(ctx);
-    if (want && separate_stream(ctx) && may_copy_user(ctx)) {
-        int rc = ctx->hand_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->hand_ev);
-        if (rc == PTSC_OK)
-            rc = ptsc__gpu_event_record(ctx->hand_ev, ctx->stream);
-        ctx->hand_pending = rc == PTSC_OK;
-        want = rc == PTSC_OK; /* without the event the owner drives its own copies */
-        if (want)
-            ptsc__ring_settle(ctx); /* lazy events on the owner's stream: the agent cannot record them */
+    if (want && separate_stream(ctx)) {
+        /* One record covers every request started before it: only a start
+         * since the last one needs a new record (not a wait or test). */
+        if (ctx->hand_new && may_copy_user(ctx)) {
+            int rc = ctx->hand_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->hand_ev);
+            if (rc == PTSC_OK)
+                rc = ptsc__gpu_event_record(ctx->hand_ev, ctx->stream);
+            if (rc != PTSC_OK) {
+                ptsc__progress_leave(ctx, 0); /* without the event the owner drives its own copies */
+                return;
+            }
+            ctx->hand_pending = 1;
+            ctx->hand_new = 0;
+        }
+        ptsc__ring_settle(ctx); /* lazy events on the owner's stream: the agent cannot record them */
     }
     ptsc__progress_leave(ctx, want);
 }
@@ -1893,9 +1896,9 @@ void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved)
 
 int ptsc__engine_done(const struct ptsc_request *r)
 {
-    ptsc__progress_enter(r->ctx);
+    enter(r->ctx);
     int done = r->state == R_DONE;
-    ptsc__progress_leave(r->ctx, needs_drive(r->ctx) && ptsc__progress_agent_on());
+    leave(r->ctx);
     return done;
 }
 

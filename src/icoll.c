@@ -389,7 +389,7 @@ static int post_round(struct ptsc__icoll *s)
             int k = s->nreqs++;
             s->reqs[k] = MPI_REQUEST_NULL;
             s->probe[k] = NULL;
-            s->is_recv[k] = a->kind == A_SEND ? R_SEND : ptsc__g.recv_guard ? R_PROBE : R_POSTED;
+            s->is_recv[k] = a->kind == A_SEND ? R_SEND : R_PROBE;
             if (s->is_recv[k] == R_PROBE)
                 s->probe[k] = a;
             else

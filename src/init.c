@@ -119,10 +119,6 @@ static int choose_paths(void)
      * a device, `always` sends host buffers through the ring instead, so the
      * staging state machine runs on CPU-only machines too. */
     ptsc__g.framed = ptsc__g.staging;
-    /* Guarded receives on every MPI, always: both MPIs mishandle a truncated
-     * receive (engine.c, guarded(); docs/design.md says why there is no
-     * switch to turn it off). */
-    ptsc__g.recv_guard = 1;
     ptsc__g.stage_host = ptsc__g.staging && ptsc__g.ndevices == 0;
     /* On a CUDA-aware MPI, device messages below PTSC_DIRECT_MIN are staged
      * (one slot, so never above a chunk); auto is the crossover measured on

@@ -548,7 +548,6 @@ int ptsc_request_free(ptsc_request_t *req)
     if (rc != PTSC_OK || !*req)
         return rc;
     int kept = 0;
-    ptsc__engine_progress(ptsc__request_ctx(*req));
     rc = ptsc__engine_free(*req, &kept, "ptsc_request_free");
     if (kept)
         return rc; /* a receive in flight: refused, the handle stays valid */

@@ -202,6 +202,7 @@ struct ptsc_ctx {
     void *hand_ev;        /* recorded on stream when work is handed off; astream waits for it */
     void *back_ev;        /* recorded on astream; stream waits for it when the owner comes back */
     int hand_pending;     /* hand_ev recorded, astream has not waited for it yet */
+    int hand_new;         /* a request started since hand_ev was last recorded */
     unsigned long queued; /* copies queued on qstream (ring.c, engine.c) */
     int agent_queued;     /* the agent queued copies on astream that stream has not waited for */
     int by_agent;         /* the agent drives now (icoll.c leaves collective results to the owner) */
@@ -232,7 +233,6 @@ typedef struct {
     int staging;          /* device buffers are staged through pinned memory */
     int framed;           /* messages above a chunk may travel framed (engine.c); all ranks agree */
     int stage_host;       /* no device, PTSC_STAGING=always: host buffers exercise the ring */
-    int recv_guard;       /* receives match first, so a truncation never reaches MPI (engine.c) */
     size_t direct_min;    /* CUDA-aware: device messages below this are staged */
     pthread_mutex_t lock; /* guards slots[], retired[], transit, and the INIT / FINALIZING transitions */
     pthread_cond_t cond;  /* signalled when transit drops to 0 and when an init ends */
