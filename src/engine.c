@@ -77,13 +77,17 @@ typedef struct {
     int st;
 } piece_t;
 
-/* A probed message that no receive has taken yet. */
+/* A probed message that no receive has taken yet. A probe matched it, so
+ * its pieces are received as they come, as a receive's would be: the
+ * sender's staging slots never wait on a message nobody receives yet. */
 struct ptsc__stash {
     struct ptsc__stash *next;
     int src_rank, src_thread, tag;
     MPI_Message msg; /* plain: still to receive */
     size_t n;        /* size of the first part */
     char *first;     /* framed: the first part, already received */
+    int npieces;     /* framed: its pieces; 1..npieces-1 are posted in pc */
+    piece_t *pc;     /* their receives into scratch memory (P_MPI) */
 };
 
 struct ptsc_request {
@@ -91,6 +95,7 @@ struct ptsc_request {
     struct ptsc_request *anext;
     ptsc_ctx_t *ctx;
     int is_recv, staged, state, rc, framed;
+    int whole; /* framed, sent as one MPI message: header and all data (see go_whole) */
     char *user;
     int count, contig;
     MPI_Datatype type;
@@ -225,6 +230,11 @@ static int set_pieces(struct ptsc_request *r, int n)
 
 static void piece_range(const struct ptsc_request *r, int k, size_t *off, size_t *len)
 {
+    if (r->whole) {
+        *off = 0;
+        *len = r->total;
+        return;
+    }
     *off = (size_t)k * chunk();
     *len = r->total - *off < chunk() ? r->total - *off : chunk();
 }
@@ -309,14 +319,17 @@ static int may_post_first(struct ptsc_request *r)
 /* Sends                                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* The first part of a framed host send: header and first chunk, no copy. */
-static int make_first_type(struct ptsc_request *r)
+/* The first part of a framed host message in place, no copy: the header,
+ * then the first `len` bytes of the user's buffer. */
+static int make_first_type(struct ptsc_request *r, size_t len)
 {
-    int lens[2] = {PTSC__HDR_BYTES, (int)chunk()};
+    int lens[2] = {PTSC__HDR_BYTES, (int)len};
     MPI_Aint disp[2];
     MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE};
     MPI_Get_address(&r->hdr, &disp[0]);
     MPI_Get_address(r->user, &disp[1]);
+    if (r->first_type != MPI_DATATYPE_NULL)
+        MPI_Type_free(&r->first_type);
     int mrc = MPI_Type_create_struct(2, lens, disp, types, &r->first_type);
     if (mrc == MPI_SUCCESS)
         mrc = MPI_Type_commit(&r->first_type);
@@ -346,17 +359,36 @@ static int id_busy(const struct ptsc_request *r)
 {
     unsigned space = (unsigned)ptsc__g.tag_max + 1;
     for (const struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext)
-        if (!q->is_recv && q->framed && q->state != R_DONE && q->rank == r->rank && q->thread == r->thread &&
-            q->id % space == r->id % space)
+        if (!q->is_recv && q->framed && !q->whole && q->state != R_DONE && q->rank == r->rank &&
+            q->thread == r->thread && q->id % space == r->id % space)
             return 1;
     return 0;
 }
 
+/* A framed send whose continuation address is taken (id_busy) goes whole:
+ * header and data in one MPI message, which needs no address of its own.
+ * Waiting instead could wait forever: the message holding the address is
+ * in flight, and the receiver may take it only after this one (MPI lets it
+ * take a thread's messages of different tags in any order; a burst longer
+ * than the id space is then enough). The receiver tells a whole message by
+ * its size (above the first part's). Staged, it is copied into ordinary
+ * memory, as MPI would buffer it; on the host it goes in place. */
+static int go_whole(struct ptsc_request *r)
+{
+    if (r->total > (size_t)INT_MAX - PTSC__HDR_BYTES)
+        return PTSC_OK; /* beyond one MPI count: wait for the address */
+    r->whole = 1;
+    r->npieces = 1;
+    return r->staged ? PTSC_OK : make_first_type(r, r->total);
+}
+
 /* Whether every send slot is held by a first part that MPI holds until the
  * receiver matches it (continuation pieces hold slots only for messages
- * the receiver matched, so they always complete). The receiver may take those messages in any order
- * (they are all in flight, as far as MPI is concerned), so a send that
- * waited for one of these slots could wait forever. */
+ * whose first part the receiver took, by a receive or a probe, which posts
+ * their pieces at once, so they always complete). The receiver may take
+ * those messages in any order (they are all in flight, as far as MPI is
+ * concerned), so a send that waited for one of these slots could wait
+ * forever. */
 static int send_ring_stuck(ptsc_ctx_t *ctx)
 {
     int held = 0;
@@ -404,16 +436,26 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
     size_t off, len;
     piece_range(r, k, &off, &len);
     int hdr = r->framed && k == 0 ? PTSC__HDR_BYTES : 0, rc = PTSC_OK;
+    if (k == 0 && p->st == P_IDLE && r->framed && !r->whole && !earlier_waiting(r) && id_busy(r)) {
+        if ((rc = go_whole(r)) != PTSC_OK)
+            goto out;
+        piece_range(r, k, &off, &len);
+    }
     if (p->st == P_IDLE && r->staged) {
         /* First parts take slots in their channel's order, or a later one
          * could hold the slot an earlier one needs to go first. Continuation
          * pieces take slots only once the receiver matched the message (its
          * first part went with MPI_Issend and completed): until then the
          * receiver may want other messages first, and those need slots. */
-        if (k == 0 && (earlier_waiting(r) || (r->framed && id_busy(r))))
+        if (k == 0 && (earlier_waiting(r) || (r->framed && !r->whole && id_busy(r))))
             return;
         if (k > 0 && r->pc[0].st != P_DONE)
             return;
+        if (r->whole) {
+            rc = overflow_copy(r, p, off, len, hdr);
+            *moved = 1;
+            goto out;
+        }
         if ((rc = ptsc__ring_get(ctx, PTSC__RING_SEND, !hdr, &p->slot)) != PTSC_OK)
             goto out;
         if (!p->slot) {
@@ -437,7 +479,7 @@ static void send_step(struct ptsc_request *r, int k, int *moved)
             goto out;
     }
     if ((p->st == P_IDLE || p->st == P_COPY) && k == r->nposted &&
-        (k > 0 || (may_post_first(r) && !(r->framed && id_busy(r))))) {
+        (k > 0 || (may_post_first(r) && !(r->framed && !r->whole && id_busy(r))))) {
         ptsc__addr_t a;
         piece_addr(r, k, &a);
         int mrc;
@@ -500,7 +542,8 @@ static size_t piece_fit(const struct ptsc_request *r, size_t off, size_t len)
 /* A framed first part arrived (header at `h`): learn the message's shape. */
 static int got_header(struct ptsc_request *r, const hdr_t *h)
 {
-    if (h->magic != PTSC__MAGIC || h->total <= chunk())
+    if (h->magic != PTSC__MAGIC || h->total <= chunk() ||
+        (r->whole && h->total != r->first_n - PTSC__HDR_BYTES))
         return ptsc__err(PTSC_ERR_INTERNAL,
                          "ptsc receive: a %zu-byte first part from rank %d is not a ptsc frame (do all ranks "
                          "use the same PTSC_STAGING_CHUNK?)",
@@ -508,7 +551,7 @@ static int got_header(struct ptsc_request *r, const hdr_t *h)
     r->hdr = *h;
     r->total = h->total;
     r->id = h->id;
-    size_t n = (r->total + chunk() - 1) / chunk();
+    size_t n = r->whole ? 1 : (r->total + chunk() - 1) / chunk();
     if (n > (size_t)1 << 30)
         return ptsc__err(PTSC_ERR_UNSUPPORTED, "ptsc receive: %zu pieces", n);
     piece_t first = r->pc[0];
@@ -602,6 +645,8 @@ static int recv_post(struct ptsc_request *r, int k)
             if (!(p->scratch = malloc(len)))
                 return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu-byte message", len);
             buf = p->scratch;
+            ptsc__ring_put(p->slot); /* unused: delivered from scratch memory */
+            p->slot = NULL;
         }
         count = (int)len;
     } else if (!r->framed && r->msg != MPI_MESSAGE_NULL && r->first_n > r->bytes) {
@@ -615,17 +660,10 @@ static int recv_post(struct ptsc_request *r, int k)
         buf = r->user;
         count = r->count;
         type = r->type;
-    } else if (framed0 && r->contig && r->bytes >= chunk()) {
-        int lens[2] = {PTSC__HDR_BYTES, (int)chunk()};
-        MPI_Aint disp[2];
-        MPI_Datatype types[2] = {MPI_BYTE, MPI_BYTE};
-        MPI_Get_address(&r->hdr, &disp[0]);
-        MPI_Get_address(r->user, &disp[1]);
-        mrc = MPI_Type_create_struct(2, lens, disp, types, &r->first_type);
-        if (mrc == MPI_SUCCESS)
-            mrc = MPI_Type_commit(&r->first_type);
-        if (mrc != MPI_SUCCESS)
-            return ptsc__err_mpi(mrc, "ptsc receive: header datatype");
+    } else if (framed0 && r->contig && r->bytes >= len - PTSC__HDR_BYTES) {
+        int rc = make_first_type(r, len - PTSC__HDR_BYTES); /* the first chunk, or a whole message */
+        if (rc != PTSC_OK)
+            return rc;
         buf = MPI_BOTTOM;
         count = 1;
         type = r->first_type;
@@ -675,7 +713,7 @@ static int recv_arrived(struct ptsc_request *r, int k, const MPI_Status *st)
         const char *data;
         hdr_t h;
         if (r->staged || p->scratch) {
-            const char *base = r->staged ? p->slot->host : p->scratch;
+            const char *base = p->scratch ? p->scratch : p->slot->host;
             memcpy(&h, base, sizeof h);
             data = base + PTSC__HDR_BYTES;
         } else {
@@ -687,14 +725,17 @@ static int recv_arrived(struct ptsc_request *r, int k, const MPI_Status *st)
             return hrc;
         if (hrc != PTSC_OK)
             fail(r, hrc); /* truncation or layout: keep draining the pieces */
-        if (data)
-            rc = recv_deliver(r, 0, data, chunk());
+        if (data) {
+            size_t off, len;
+            piece_range(r, 0, &off, &len);
+            rc = recv_deliver(r, 0, data, len);
+        }
         return rc;
     }
+    if (p->scratch) /* beside the buffer, or a probed message's piece */
+        return recv_deliver(r, k, p->scratch, n);
     if (r->staged)
         return recv_deliver(r, k, p->slot->host, n);
-    if (p->scratch)
-        return recv_deliver(r, k, p->scratch, n);
     return PTSC_OK;
 }
 
@@ -813,7 +854,8 @@ static int matched(struct ptsc_request *r, MPI_Message msg, size_t n, int src, c
     r->src_rank = src;
     r->first = first;
     r->framed = ptsc__g.framed && n > chunk();
-    if (r->framed && n != chunk() + PTSC__HDR_BYTES)
+    r->whole = r->framed && n > chunk() + PTSC__HDR_BYTES; /* see go_whole */
+    if (r->framed && n < chunk() + PTSC__HDR_BYTES)
         return ptsc__err(PTSC_ERR_INTERNAL,
                          "ptsc receive: a %zu-byte first part from rank %d is neither a plain message nor a "
                          "frame (do all ranks use the same PTSC_STAGING_CHUNK?)",
@@ -823,6 +865,54 @@ static int matched(struct ptsc_request *r, MPI_Message msg, size_t n, int src, c
     if (r->framed && !r->staged && r->cls != PTSC_MEM_HOST && r->cls != PTSC_MEM_PINNED)
         return ptsc__err(PTSC_ERR_INTERNAL, "ptsc receive: framed message into an unstaged device buffer");
     r->total = r->framed ? 0 : n;
+    return PTSC_OK;
+}
+
+/* Free a stash entry; pieces still posted are received and dropped (their
+ * sender completes only once they are). */
+static void stash_free(struct ptsc__stash *s)
+{
+    if (s->msg != MPI_MESSAGE_NULL) {
+        char *tmp = malloc(s->n ? s->n : 1);
+        if (tmp)
+            MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, MPI_STATUS_IGNORE);
+        free(tmp);
+    }
+    for (int k = 1; k < s->npieces; k++) {
+        if (s->pc[k].st == P_MPI)
+            MPI_Wait(&s->pc[k].mreq, MPI_STATUS_IGNORE);
+        free(s->pc[k].scratch);
+    }
+    free(s->pc);
+    free(s->first);
+    free(s);
+}
+
+/* A probe received the first part of a framed message into s->first: post
+ * the receives of its other pieces, into scratch memory. */
+static int stash_post_pieces(ptsc_ctx_t *ctx, struct ptsc__stash *s)
+{
+    hdr_t h;
+    memcpy(&h, s->first, sizeof h);
+    if (h.magic != PTSC__MAGIC || h.total <= chunk() || s->n > chunk() + PTSC__HDR_BYTES)
+        return PTSC_OK; /* not pieced: a whole message, or a bad one for the receive to report */
+    size_t n = (size_t)((h.total + chunk() - 1) / chunk());
+    if (n > (size_t)1 << 30 || !(s->pc = calloc(n, sizeof *s->pc)))
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc probe: %zu message pieces", n);
+    s->npieces = (int)n;
+    for (size_t k = 1; k < n; k++) {
+        size_t off = k * chunk(), len = h.total - off < chunk() ? h.total - off : chunk();
+        ptsc__addr_t a;
+        ptsc__lanes_cont_addr(s->src_thread, ctx->index, s->src_rank, h.id, &a);
+        piece_t *p = &s->pc[k];
+        p->msg = MPI_MESSAGE_NULL;
+        if (!(p->scratch = malloc(len)))
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc probe: %zu-byte piece", len);
+        int mrc = MPI_Irecv(p->scratch, (int)len, MPI_BYTE, a.rank, a.tag, a.comm, &p->mreq);
+        if (mrc != MPI_SUCCESS)
+            return ptsc__err_mpi(mrc, "ptsc probe: a piece");
+        p->st = P_MPI;
+    }
     return PTSC_OK;
 }
 
@@ -839,8 +929,9 @@ static struct ptsc__stash *stash_take(ptsc_ctx_t *ctx, int rank, int thread, int
     return NULL;
 }
 
-/* A first part received by a probe: treat piece 0 as arrived. */
-static int take_first(struct ptsc_request *r)
+/* A first part received by a probe: treat piece 0 as arrived; the probe's
+ * receives of the other pieces become the request's. */
+static int take_first(struct ptsc_request *r, struct ptsc__stash *s)
 {
     piece_t *p = &r->pc[0];
     hdr_t h;
@@ -852,11 +943,19 @@ static int take_first(struct ptsc_request *r)
         return rc;
     if (rc != PTSC_OK)
         fail(r, rc);
+    for (int k = 1; k < r->npieces && k < s->npieces; k++) {
+        r->pc[k] = s->pc[k];
+        s->pc[k].st = P_DONE;
+        s->pc[k].scratch = NULL;
+        r->nposted++;
+    }
     /* Delivered at once: this path is rare (a probe of a framed message). */
-    size_t fit = piece_fit(r, 0, chunk());
+    size_t off, len;
+    piece_range(r, 0, &off, &len);
+    size_t fit = piece_fit(r, 0, len);
     const char *data = r->first + PTSC__HDR_BYTES;
     if (!r->contig)
-        return deliver_noncontig(r, 0, data, chunk());
+        return deliver_noncontig(r, 0, data, len);
     return copy_now(r->ctx, r->user, data, fit, r->staged);
 }
 
@@ -868,7 +967,11 @@ static int try_match(struct ptsc_request *r, int *moved)
     int rc;
     if (s) {
         rc = matched(r, s->msg, s->n, s->src_rank, s->first);
-        free(s);
+        s->msg = MPI_MESSAGE_NULL; /* both the request's now */
+        s->first = NULL;
+        if (rc == PTSC_OK && r->framed && r->first) /* a probe's: received */
+            rc = take_first(r, s);
+        stash_free(s);
     } else {
         int flag = 0;
         MPI_Message msg;
@@ -882,8 +985,6 @@ static int try_match(struct ptsc_request *r, int *moved)
     }
     *moved = 1;
     r->state = R_RUN;
-    if (rc == PTSC_OK && r->framed && r->first)
-        rc = take_first(r);
     return rc;
 }
 
@@ -1126,7 +1227,7 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
             r->hdr = (hdr_t){.total = bytes, .id = r->id, .magic = PTSC__MAGIC};
             rc = set_pieces(r, (int)((bytes + chunk() - 1) / chunk()));
             if (rc == PTSC_OK && !staged)
-                rc = make_first_type(r);
+                rc = make_first_type(r, chunk());
         }
         ctx->stats.sends++;
         ctx->stats.bytes_sent += bytes;
@@ -1626,10 +1727,11 @@ static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *fla
                         mrc = s->first ? MPI_Mrecv(s->first, (int)s->n, MPI_BYTE, &s->msg, &st)
                                        : MPI_ERR_NO_MEM;
                         s->msg = MPI_MESSAGE_NULL;
-                        if (mrc != MPI_SUCCESS) {
-                            free(s->first);
-                            free(s);
-                            return ptsc__err_mpi(mrc, "ptsc probe: first part");
+                        int rc = mrc == MPI_SUCCESS ? stash_post_pieces(ctx, s)
+                                                    : ptsc__err_mpi(mrc, "ptsc probe: first part");
+                        if (rc != PTSC_OK) {
+                            stash_free(s);
+                            return rc;
                         }
                     }
                     /* Append: stashed messages keep their arrival order. */
@@ -1997,24 +2099,7 @@ void ptsc__engine_stash_drain(void)
         while (ptsc__g.stash_left[i]) {
             struct ptsc__stash *s = ptsc__g.stash_left[i];
             ptsc__g.stash_left[i] = s->next;
-            char *tmp = malloc(s->first ? chunk() : s->n ? s->n : 1);
-            if (s->msg != MPI_MESSAGE_NULL && tmp)
-                MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, MPI_STATUS_IGNORE);
-            if (s->first && tmp) {
-                /* The pieces after the first part: their sender completes
-                 * only once they are received. */
-                hdr_t h;
-                memcpy(&h, s->first, sizeof h);
-                size_t n = (size_t)((h.total + chunk() - 1) / chunk());
-                for (size_t k = 1; k < n; k++) {
-                    ptsc__addr_t a;
-                    ptsc__lanes_cont_addr(s->src_thread, i, s->src_rank, h.id, &a);
-                    MPI_Recv(tmp, (int)chunk(), MPI_BYTE, a.rank, a.tag, a.comm, MPI_STATUS_IGNORE);
-                }
-            }
-            free(tmp);
-            free(s->first);
-            free(s);
+            stash_free(s);
         }
     }
     free(ptsc__g.stash_left);
