@@ -35,7 +35,12 @@
  *  id_wrap            framed messages whose ids meet modulo the id space
  *                     (ptsc_tag_max() + 1, made small: PTSC_COMM=shared with
  *                     many thread slots) are in flight together and received
- *                     out of order: each receive gets its own message.
+ *                     out of order: each receive gets its own message;
+ *                     the receiver waits for the last message before it
+ *                     posts the receive of the one whose id it meets.
+ *  probe_slots        a probed framed message whose receive comes last:
+ *                     its pieces do not hold the sender's staging slots
+ *                     that the messages received before it need.
  *  probe_handover     a thread probes plain and framed messages, then detaches
  *                     (or exits); the next holder of its index receives them
  *                     all, and the senders complete.
@@ -194,6 +199,19 @@ static int finish_send(ptsc_request_t *req, const char *what)
     }
     CHECK_RC(what, rc, PTSC_OK);
     return rc;
+}
+
+/* Poll a request for up to `secs` seconds. Returns 1 when it completed
+ * (status in *rc, details in *info), 0 when it is still in flight: a
+ * receive that waits forever is reported, not hung on. */
+static int poll_done(ptsc_request_t *req, ptsc_info_t *info, double secs, int *rc)
+{
+    double t0 = now_s();
+    int done = 0;
+    *rc = PTSC_OK;
+    while (!done && *rc == PTSC_OK && now_s() - t0 < secs)
+        *rc = ptsc_test_info(req, &done, info);
+    return done || *rc != PTSC_OK;
 }
 
 /* The 2-rank cases run between rank 0 and rank 1, thread 0 each; other ranks idle. */
@@ -1204,7 +1222,9 @@ static int wrap_send(ptsc_ctx_t *ctx, int peer, int s, int M, int round)
     return PTSC_OK;
 }
 
-/* The receiver: Y first, then X, then the fillers, all posted at once. */
+/* The receiver: Y first, then X, then the fillers, all posted at once; in
+ * round 1 Y is received before the others are posted (a plain MPI program
+ * may: all are in flight), so Y cannot wait for X's id to free up. */
 static int wrap_recv(ptsc_ctx_t *ctx, int peer, int s, int M, int round)
 {
     int n = M + 1;
@@ -1220,9 +1240,15 @@ static int wrap_recv(ptsc_ctx_t *ctx, int peer, int s, int M, int round)
         info_reset(&info[j]);
         r[j] = PTSC_REQUEST_NULL;
         CHECK_OK(ptsc_irecv(ctx, b[j], (int)wrap_size, MPI_BYTE, peer, s, tags[j], &r[j]));
+        int rc;
+        if (round == 1 && j == 0 && !poll_done(&r[0], &info[0], 20, &rc))
+            CHECK(0,
+                  "id_wrap round 1: the last message (tag %d) from thread %d not received after 20 s "
+                  "while the one whose id it meets waits unreceived",
+                  WRAP_Y, s);
     }
     for (int j = 0; j < n; j++) {
-        int rc = ptsc_wait_info(&r[j], &info[j]);
+        int rc = r[j] == PTSC_REQUEST_NULL ? info[j].error : ptsc_wait_info(&r[j], &info[j]);
         char what[128];
         snprintf(what, sizeof what, "id_wrap round %d: message %d of %d from thread %d (tag %d)", round,
                  msg[j], n, s, tags[j]);
@@ -1511,6 +1537,94 @@ static int case_probe_handover(ptsc_ctx_t *ctx)
 }
 
 /* ------------------------------------------------------------------------ */
+/* probe_slots                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Rank 0 thread 0 sends A (framed: 3 pieces in 4 KiB chunks, tag 50) to rank
+ * 1 thread 0, which probes it and leaves it; once A's first part is taken,
+ * rank 0 sends SLOT_C messages on tag 51, then D on tag 52, all framed. Rank
+ * 1 receives D first, then the C messages, then A. A's pieces must not hold
+ * rank 0's staging slots meanwhile (PTSC_STAGING_DEPTH, 4 by default): with
+ * them held, the C messages' first parts fill the rest and D never starts. */
+enum { SLOT_C = 4 };
+static const size_t slot_size[SLOT_C + 2] = {3 * 4096 + 17, 2 * 4096 + 5, 2 * 4096 + 6,
+                                             2 * 4096 + 7,  2 * 4096 + 8, 2 * 4096 + 9}; /* A, C..., D */
+static int slot_tag(int k) { return k == 0 ? 50 : k <= SLOT_C ? 51 : 52; }
+static uint64_t slot_seed(int k) { return seed_of(23, (uint64_t)k, 0, 0); }
+
+static int slot_send(ptsc_ctx_t *ctx, int peer)
+{
+    unsigned char *b[SLOT_C + 2];
+    ptsc_request_t r[SLOT_C + 2];
+    for (int k = 0; k < SLOT_C + 2; k++) {
+        b[k] = msg_alloc(slot_size[k], slot_seed(k));
+        CHECK_OK(ptsc_isend(ctx, b[k], (int)slot_size[k], MPI_BYTE, peer, 0, slot_tag(k), &r[k]));
+        if (k > 0)
+            continue;
+        MPI_Barrier(MPI_COMM_WORLD); /* the receiver probed A */
+        double t0 = now_s();
+        int done = 0;
+        while (now_s() - t0 < 0.05 && !done) /* A's pieces take their slots */
+            CHECK_OK(ptsc_test(&r[0], &done));
+        if (done)
+            r[0] = PTSC_REQUEST_NULL;
+    }
+    for (int k = 0; k < SLOT_C + 2; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "probe_slots: send of message %d", k);
+        if (r[k] != PTSC_REQUEST_NULL)
+            finish_send(&r[k], what);
+        free(b[k]);
+    }
+    return PTSC_OK;
+}
+
+static int slot_recv(ptsc_ctx_t *ctx, int peer)
+{
+    ptsc_info_t pi;
+    info_reset(&pi);
+    int rc = ptsc_probe(ctx, peer, 0, slot_tag(0), &pi);
+    CHECK_INFO("probe_slots: probe of A", rc, &pi, PTSC_OK, slot_size[0], peer, 0, slot_tag(0));
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* D, the C messages in order, then A. */
+    static const int order[SLOT_C + 2] = {SLOT_C + 1, 1, 2, 3, 4, 0};
+    unsigned char *b[SLOT_C + 2];
+    ptsc_request_t r[SLOT_C + 2];
+    ptsc_info_t info[SLOT_C + 2];
+    for (int j = 0; j < SLOT_C + 2; j++) {
+        int k = order[j];
+        b[j] = rbuf_alloc(slot_size[k]);
+        info_reset(&info[j]);
+        CHECK_OK(ptsc_irecv(ctx, b[j], (int)slot_size[k], MPI_BYTE, peer, 0, slot_tag(k), &r[j]));
+        if (j == 0 && !poll_done(&r[0], &info[0], 20, &rc))
+            CHECK(0, "probe_slots: D not received after 20 s while the probed A waits for its receive");
+    }
+    for (int j = 0; j < SLOT_C + 2; j++) {
+        int k = order[j];
+        rc = r[j] == PTSC_REQUEST_NULL ? info[j].error : ptsc_wait_info(&r[j], &info[j]);
+        char what[64];
+        snprintf(what, sizeof what, "probe_slots: message %d", k);
+        CHECK_INFO(what, rc, &info[j], PTSC_OK, slot_size[k], peer, 0, slot_tag(k));
+        if (rc == PTSC_OK)
+            CHECK_DATA(what, b[j], slot_size[k], slot_size[k], slot_seed(k));
+        free(b[j]);
+    }
+    return PTSC_OK;
+}
+
+static int case_probe_slots(ptsc_ctx_t *ctx)
+{
+    if (!need_two())
+        return PTSC_OK;
+    if (g_rank == 0)
+        return slot_send(ctx, 1);
+    if (g_rank == 1)
+        return slot_recv(ctx, 0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return PTSC_OK;
+}
+
+/* ------------------------------------------------------------------------ */
 /* dup_request                                                               */
 /* ------------------------------------------------------------------------ */
 
@@ -1697,6 +1811,7 @@ static const case_t cases[] = {
     {"derived", case_derived},
     {"id_wrap", case_id_wrap},
     {"probe_handover", case_probe_handover},
+    {"probe_slots", case_probe_slots},
     {"dup_request", case_dup_request},
     {"trunc_noncontig", case_trunc_noncontig},
     {"trunc_guard", case_trunc_guard},
