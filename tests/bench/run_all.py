@@ -282,6 +282,13 @@ def make_plots(data_dir, img_dir, stem):
         ax.set_yticklabels(["%g" % v for v in ticks])
         ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
+    def log_y(ax):
+        # Log y with plain labels at 1, 2, 5 x 10^k, so small values can be read.
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))
+        ax.yaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
     def rng(s):
         m = re.match(r"^([-\d.]+)\.\.([-\d.]+)$", s or "")
         return (float(m.group(1)), float(m.group(2))) if m else None
@@ -344,21 +351,27 @@ def make_plots(data_dir, img_dir, stem):
     e = find_table(index, "bench_staging", "ping-pong")
     if e:
         t = load(e)
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = plt.subplots(figsize=(11, 5.5))
         drawn, xs = 0, []
+        colors = list(plt.get_cmap("tab10").colors) + ["black", "gold"]
         for c, name in enumerate(t["header"]):
             if c == 0 or " / " in name:  # ratio columns
                 continue
             pts = [(size_bytes(r[0]), number(r[c])) for r in t["rows"] if number(r[c]) is not None]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=name)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], "osv^D<>ph*Xd"[c % 12] + "-",
+                        color=colors[(c - 1) % 12], label=name)
                 xs += [p[0] for p in pts]
                 drawn += 1
         if drawn:
             size_axis(ax, xs)
+            # Log y: the sizes span 4 KiB to 64 MiB and the rates three
+            # orders of magnitude; on a linear axis all below 16 MiB is flat.
+            log_y(ax)
+            ax.grid(True, which="major", alpha=0.3)
             ax.set_ylabel("GB/s (2 x size / round trip)")
             ax.set_title("bench_staging: ping-pong bandwidth per transfer path")
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
             save(fig, "staging-gbps", "bench_staging GB/s against size, per column")
         else:
             plt.close(fig)
@@ -372,18 +385,20 @@ def make_plots(data_dir, img_dir, stem):
             fig, ax = plt.subplots(figsize=(8, 5))
             x = [int(r[0]) for r in rows]
             for c, name in enumerate(t["header"]):
-                # The no-communication ceiling is in the table; on the
-                # plot's linear axis it would flatten every other line.
-                if name.endswith("msg/s") and "/" not in name.replace("msg/s", "") and \
-                        not name.startswith("no communication"):
-                    ax.plot(x, [number(r[c]) for r in rows], "o-", label=name.replace(" msg/s", ""))
+                # The no-communication ceiling too: the y axis is log, so
+                # it no longer flattens the other lines.
+                if name.endswith("msg/s") and "/" not in name.replace("msg/s", ""):
+                    style = {"color": "grey", "ls": "--"} if name.startswith("no communication") else {}
+                    ax.plot(x, [number(r[c]) for r in rows], marker="o", label=name.replace(" msg/s", ""), **style)
             ax.set_xscale("log", base=2)
+            log_y(ax)
+            ax.grid(True, which="major", alpha=0.3)
             ax.set_xticks(x)
             ax.set_xticklabels([str(v) for v in x])
             ax.set_xlabel("threads per rank")
             ax.set_ylabel("messages/s, all threads")
             ax.set_title("bench_scope: message rate per sync scope")
-            ax.legend(title="scope")
+            ax.legend(title="scope", fontsize=8)
             save(fig, "scope-rate", "bench_scope messages/s against threads, per scope")
     return made
 
