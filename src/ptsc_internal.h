@@ -4,6 +4,7 @@
  *
  * Modules (one file per concern):
  *   status.c   status strings, thread-local error detail, logging
+ *   state.c    process state (ptsc__g) and the readiness check
  *   config.c   the PTSC_* variable table, parsing, printing
  *   init.c     process life cycle (ptsc_init / ptsc_finalize), features
  *   context.c  per-thread contexts: attach, detach, accessors, TLS
@@ -53,6 +54,9 @@ int ptsc__err(int status, const char *fmt, ...) __attribute__((format(printf, 2,
 int ptsc__err_mpi(int mpi_rc, const char *what);
 /* Log a line carrying rank and thread, if `level` <= PTSC_LOG. */
 void ptsc__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The rank log lines carry: set when init succeeds, -1 when finalize begins
+ * (lines name rank -1 and no thread while ptsc is not ready). */
+void ptsc__log_set_rank(int rank);
 /* Copy another thread's detail into the caller's (used by ptsc_omp_run). */
 void ptsc__err_set_detail(const char *detail);
 /* ptsc__err for queries (ptsc_rank, the ptsc_ctx_* getters, ...): the detail
@@ -136,7 +140,7 @@ int ptsc__config_slots(int max_threads, int omp_max, const char *omp_num_threads
 int ptsc__config_slots_now(const ptsc__config_t *cfg, int *source, char *why, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* Shared state                                                              */
+/* state.c: process state                                                    */
 /* ------------------------------------------------------------------------ */
 
 /* NONE -> INIT -> READY -> FINALIZING -> DONE; a failed init goes back to NONE.
@@ -252,7 +256,7 @@ typedef struct {
 
 extern ptsc__global_t ptsc__g;
 
-/* Thread-local state, reached only through ptsc__tls(). */
+/* Thread-local state (status.c), reached only through ptsc__tls(). */
 typedef struct {
     ptsc_ctx_t *ctx;
     char detail[PTSC__DETAIL_LEN];
