@@ -192,30 +192,6 @@ static int mpi_rc(int mrc, const char *call)
     return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, call);
 }
 
-int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call)
-{
-    MPI_Count lb, true_lb, true_extent;
-    memset(L, 0, sizeof *L);
-    if (MPI_Type_size_x(t, &L->size) != MPI_SUCCESS ||
-        MPI_Type_get_extent_x(t, &lb, &L->extent) != MPI_SUCCESS ||
-        MPI_Type_get_true_extent_x(t, &true_lb, &true_extent) != MPI_SUCCESS || L->size == MPI_UNDEFINED ||
-        L->extent == MPI_UNDEFINED || true_extent == MPI_UNDEFINED || L->size < 0)
-        return ptsc__err(PTSC_ERR_ARG, "%s: datatype is not a committed MPI datatype", call);
-    L->dense = L->size == true_extent && L->extent == L->size;
-    if (count == 0 || L->size == 0)
-        return PTSC_OK;
-    /* (count - 1) * extent, each part bounded so the sum stays far from overflow. */
-    const MPI_Count lim = PTRDIFF_MAX / 4;
-    MPI_Count step = (MPI_Count)count - 1, mag = L->extent < 0 ? -L->extent : L->extent;
-    if (mag > lim || (mag && step > lim / mag) || true_extent > lim || true_lb > lim || true_lb < -lim)
-        return ptsc__err(PTSC_ERR_UNSUPPORTED,
-                         "%s: %d elements of this datatype span more than the address space", call, count);
-    MPI_Count reach = step * L->extent;
-    L->lo = true_lb + (reach < 0 ? reach : 0);
-    L->span = true_extent + (reach < 0 ? -reach : reach);
-    return PTSC_OK;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Preparing a call: checks, sync, staging                                   */
 /* ------------------------------------------------------------------------ */

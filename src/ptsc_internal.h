@@ -15,6 +15,7 @@
  *   ring.c     the staging ring: bounded chunk-sized pinned slots (engine)
  *   engine.c   the transfer engine: protocol, requests, matching, progress
  *   progress.c the progress agent: drives work a thread left in flight
+ *   args.c     argument checks and datatype helpers
  *   p2p.c      point-to-point public calls over the engine
  *   coll.c     collectives over lanes: checks, staging, blocking calls
  *   icoll.c    collective schedules: non-blocking collectives (and every
@@ -544,6 +545,36 @@ int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, si
                             struct ptsc_request **out);
 
 /* ------------------------------------------------------------------------ */
+/* args.c: argument checks and datatype helpers                              */
+/* ------------------------------------------------------------------------ */
+
+/* Check a (buf, count, type) argument triple; *bytes = count * type size
+ * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
+int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
+/* The same for one side of a call with two buffers: `side` ("send",
+ * "receive") prefixes the argument the detail names. */
+int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                         size_t *bytes);
+/* Point-to-point: NULL is MPI_BOTTOM, valid with a datatype of absolute
+ * addresses; `side` may be NULL. */
+int ptsc__check_buf_bottom(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                           size_t *bytes);
+/* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
+int ptsc__type_is_contiguous(MPI_Datatype type);
+/* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
+int ptsc__check_contiguous(MPI_Datatype type, const char *call);
+/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
+ * to the buffer pointer, from the true lower bound and true extent. dense:
+ * no holes, so the span is exactly the data. */
+typedef struct {
+    MPI_Count size, extent, lo, span;
+    int dense;
+} ptsc__layout_t;
+/* The layout of `count` elements of `t`; PTSC_ERR_ARG for a type
+ * that is not committed, PTSC_ERR_UNSUPPORTED beyond the address space. */
+int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
+
+/* ------------------------------------------------------------------------ */
 /* coll.c / icoll.c: lane collectives                                        */
 /* ------------------------------------------------------------------------ */
 
@@ -586,17 +617,6 @@ typedef struct {
     ptsc__stagebuf_t *sb; /* pinned copy when staged */
     size_t bytes;
 } ptsc__cbuf_t;
-
-/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
- * to the buffer pointer, from the true lower bound and true extent. dense:
- * no holes, so the span is exactly the data. */
-typedef struct {
-    MPI_Count size, extent, lo, span;
-    int dense;
-} ptsc__layout_t;
-/* The layout of `count` elements of `t` (coll.c); PTSC_ERR_ARG for a type
- * that is not committed, PTSC_ERR_UNSUPPORTED beyond the address space. */
-int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
 
 typedef struct {
     int kind; /* PTSC__C_* */
@@ -691,22 +711,6 @@ int ptsc__gpu_stream_wait(void *stream, void *ev);
 int ptsc__memtrack_start(void);
 void ptsc__memtrack_stop(void);
 const char *ptsc__memtrack_status(void);
-
-/* ------------------------------------------------------------------------ */
-/* p2p.c: shared checks                                                      */
-/* ------------------------------------------------------------------------ */
-
-/* Check a (buf, count, type) argument triple; *bytes = count * type size
- * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
-int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
-/* The same for one side of a call with two buffers: `side` ("send",
- * "receive") prefixes the argument the detail names. */
-int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
-                         size_t *bytes);
-/* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
-int ptsc__type_is_contiguous(MPI_Datatype type);
-/* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
-int ptsc__check_contiguous(MPI_Datatype type, const char *call);
 
 /* ------------------------------------------------------------------------ */
 /* watchdog.c: hang diagnostics (PTSC_TIMEOUT)                               */
