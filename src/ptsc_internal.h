@@ -536,13 +536,26 @@ void ptsc__engine_adopt(ptsc_ctx_t *ctx);
  * (a framed message's pieces too), and free ptsc__g.stash_left. */
 void ptsc__engine_stash_drain(void);
 
-/* Start a request for a collective schedule (icoll.c): ptsc__icoll_begin
- * runs first; the schedule then advances in every progress pass of the
- * thread. `root` (-1: none) and `bytes` are for diagnostics. On failure the
- * schedule still belongs to the caller. */
-struct ptsc__icoll;
-int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
-                            struct ptsc_request **out);
+/* A request that is not a point-to-point message: a lane collective
+ * (icoll.c) brings its own operations on its state `op`, so the engine
+ * drives it without knowing what it is (the messages are the engine's own
+ * and have none). begin: start MPI's part (once, before the first
+ * progress). progress: advance (*moved = 1 when anything changed),
+ * returning 1 once complete with the status in *rc (results in place, MPI
+ * holds nothing of it). ready: only the owner's finish is left (the agent
+ * completed it in MPI). free: release `op`, complete or not. */
+struct ptsc__req_ops {
+    int (*begin)(void *op);
+    int (*progress)(void *op, int *moved, int *rc);
+    int (*ready)(const void *op);
+    void (*free)(void *op);
+};
+/* Start such a request: ops->begin runs first; `op` then advances in every
+ * progress pass of the thread. Point-to-point ordering skips it; waits on
+ * it count as collective waits (PTSC_TIMEOUT). `root` (-1: none) and
+ * `bytes` are for diagnostics. On failure `op` still belongs to the caller. */
+int ptsc__engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, void *op, int root, size_t bytes,
+                           const char *call, struct ptsc_request **out);
 
 /* ------------------------------------------------------------------------ */
 /* args.c: argument checks and datatype helpers                              */
@@ -654,15 +667,6 @@ int ptsc__coll_shared(void);
  * collective on the lane (PTSC_COMM=dup), or a schedule (shared). Always
  * takes `c` over: on failure it is finished (staging released) here. */
 int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_request **out);
-/* For the engine: start MPI's part (called once, before the first
- * progress); advance (*moved = 1 when anything changed), returning 1 once
- * complete with the status in *rc (results copied back, MPI holds nothing
- * of it); free a completed schedule. */
-int ptsc__icoll_begin(struct ptsc__icoll *s);
-int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc);
-/* Whether only the owner's finish is left (the agent completed it in MPI). */
-int ptsc__icoll_ready(const struct ptsc__icoll *s);
-void ptsc__icoll_free(struct ptsc__icoll *s);
 
 /* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
