@@ -3,7 +3,7 @@
  * collective with PTSC_COMM=shared (the blocking calls of coll.c start one
  * and wait for it).
  *
- * A call is checked, synchronised and staged by coll.c at once, exactly as
+ * A call is checked, synchronised and staged by coll_prep.c at once, exactly as
  * its blocking form (ptsc__coll_prep_*), and becomes a request of the
  * engine (engine.c), completed by ptsc_wait, ptsc_test and the array calls.
  * Staged results are copied back on the thread's stream, and the staging
@@ -62,7 +62,7 @@ static unsigned lane_seq[PTSC__MAX_THREADS_LIMIT];
 /* Copy `count` elements of `t` from src to dst (same layout), writing only
  * the datatype's bytes: holes of dst are left as they were. Through
  * MPI_Pack / MPI_Unpack (local, thread-safe) in pieces of about PACK_CHUNK
- * bytes, since their sizes are ints; coll.c checked that one element's
+ * bytes, since their sizes are ints; coll_prep.c checked that one element's
  * size fits. */
 enum { PACK_CHUNK = 1 << 20 };
 

@@ -17,7 +17,8 @@
  *   progress.c the progress agent: drives work a thread left in flight
  *   args.c     argument checks and datatype helpers
  *   p2p.c      point-to-point public calls over the engine
- *   coll.c     collectives over lanes: checks, staging, blocking calls
+ *   coll_prep.c  lane collectives' checks and staging (both forms)
+ *   coll.c     collectives over lanes: the blocking calls
  *   icoll.c    collective schedules: non-blocking collectives (and every
  *              PTSC_COMM=shared lane collective)
  *   watchdog.c hang diagnostics (PTSC_TIMEOUT)
@@ -588,11 +589,11 @@ typedef struct {
 int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
 
 /* ------------------------------------------------------------------------ */
-/* coll.c / icoll.c: lane collectives                                        */
+/* coll_prep.c, coll.c, icoll.c: lane collectives                            */
 /* ------------------------------------------------------------------------ */
 
 /* A lane collective runs in three steps, shared by the blocking and the
- * non-blocking forms: coll.c's ptsc__coll_prep_* check the arguments,
+ * non-blocking forms: coll_prep.c's ptsc__coll_prep_* check the arguments,
  * synchronise and stage the buffers (ptsc__coll_t); the collective runs
  * (MPI's blocking one in coll.c, MPI's non-blocking one or a schedule in
  * icoll.c); ptsc__coll_finish copies staged results back and releases the
