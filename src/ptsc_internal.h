@@ -1,6 +1,8 @@
 /*
  * The one internal header: shared state, the module interfaces and the GPU
  * layer contract. Internal non-static functions are named ptsc__<module>_*.
+ * A module calls only modules below it: the files form a layered DAG
+ * (docs/design.md, Dependencies), which tests/check_layers.py checks.
  *
  * Modules (one file per concern):
  *   status.c   status strings, thread-local error detail, logging
