@@ -452,6 +452,25 @@ int ptsc_ctx_set_scope(ptsc_ctx_t *ctx, ptsc_scope_t scope, ptsc_scope_t *old)
     return PTSC_OK;
 }
 
+/* The public sync call resolves its context here, with the scope setter:
+ * sync.c decides and performs what a scope means for a context it is given
+ * and never attaches one (contexts sit above the scope policy). */
+int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope)
+{
+    int rc = ptsc__ctx_resolve(&ctx, "ptsc_sync");
+    if (rc != PTSC_OK)
+        return rc;
+    if (scope < PTSC_SCOPE_DEFAULT || scope > PTSC_SCOPE_DEVICE)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_sync: %d is not a scope", (int)scope);
+    rc = ptsc__sync_scope(ctx, scope);
+    if (rc == PTSC_ERR_CAPTURING || rc == PTSC_ERR_CUDA) {
+        char d[PTSC__DETAIL_LEN];
+        snprintf(d, sizeof d, "ptsc_sync: %s", ptsc_last_error());
+        ptsc__err_set_detail(d);
+    }
+    return rc;
+}
+
 void ptsc__ctx_print_stats(FILE *out)
 {
     pthread_mutex_lock(&ptsc__g.lock);

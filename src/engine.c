@@ -120,10 +120,11 @@ struct ptsc_request {
     char *pack;       /* truncated framed receive into a non-contiguous type: its first bytes */
     const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
     char *detail;     /* the detail of the failure in r->rc, for the call that completes it */
-    /* A collective (icoll.c): its schedule, NULL for a message. Such a
-     * request has no pieces; each progress pass advances the schedule
-     * (coll_step), and the point-to-point ordering rules skip it. */
-    struct ptsc__icoll *coll;
+    /* A lane collective (icoll.c): its operations and their state, NULL
+     * for a message. Such a request has no pieces; each progress pass
+     * advances it (ops_step), and the point-to-point ordering rules skip it. */
+    const struct ptsc__req_ops *ops;
+    void *op;
 };
 
 static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
@@ -170,8 +171,10 @@ static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
 static void req_put(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    ptsc__icoll_free(r->coll);
-    r->coll = NULL;
+    if (r->ops)
+        r->ops->free(r->op);
+    r->ops = NULL;
+    r->op = NULL;
     if (r->pc != &r->one)
         free(r->pc);
     free(r->first);
@@ -290,7 +293,7 @@ static int unmatched(const struct ptsc_request *q)
 static int earlier_waiting(const struct ptsc_request *r)
 {
     for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
-        if (q->state == R_DONE || q->coll || q->is_recv != r->is_recv || q->thread != r->thread ||
+        if (q->state == R_DONE || q->ops || q->is_recv != r->is_recv || q->thread != r->thread ||
             q->tag != r->tag)
             continue;
         if (r->is_recv ? !unmatched(q) : q->nposted > 0)
@@ -1048,10 +1051,10 @@ static void abandon(struct ptsc_request *r)
 
 /* A collective's request: its schedule, or MPI's request, moves on; once
  * complete, its results are in place and MPI holds nothing of it. */
-static void coll_step(struct ptsc_request *r, int *moved)
+static void ops_step(struct ptsc_request *r, int *moved)
 {
     int rc = PTSC_OK;
-    if (ptsc__icoll_progress(r->coll, moved, &rc)) {
+    if (r->ops->progress(r->op, moved, &rc)) {
         fail(r, rc);
         r->state = R_DONE;
     }
@@ -1059,8 +1062,8 @@ static void coll_step(struct ptsc_request *r, int *moved)
 
 static void step(struct ptsc_request *r, int *moved)
 {
-    if (r->coll) {
-        coll_step(r, moved);
+    if (r->ops) {
+        ops_step(r, moved);
         return;
     }
     if (r->state == R_MATCH) {
@@ -1253,19 +1256,20 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
     return PTSC_OK;
 }
 
-static int engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
-                             struct ptsc_request **out)
+static int engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, void *op, int root,
+                            size_t bytes, const char *call, struct ptsc_request **out)
 {
     struct ptsc_request *r = req_get(ctx);
     if (!r)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
-    int rc = ptsc__icoll_begin(s);
+    int rc = ops->begin(op);
     if (rc != PTSC_OK) {
         req_put(r);
         return rc;
     }
     /* No peer thread or tag: the point-to-point order never waits on it. */
-    r->coll = s;
+    r->ops = ops;
+    r->op = op;
     r->state = R_RUN;
     r->rank = root;
     r->thread = -1;
@@ -1352,13 +1356,13 @@ static void wait_lone_copy(struct ptsc_request *r)
 static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    if (r->coll)
+    if (r->ops)
         ptsc__nvtx_push("%s", r->call);
     else
         ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
     if (r->state != R_DONE)
         ptsc__wait_begin(ctx, r->call,
-                         r->coll      ? PTSC__WAIT_COLL
+                         r->ops       ? PTSC__WAIT_COLL
                          : r->is_recv ? PTSC__WAIT_RECV
                                       : PTSC__WAIT_SEND,
                          r->rank, r->thread, r->tag, r->bytes);
@@ -1415,7 +1419,7 @@ static int engine_free(struct ptsc_request *r, int *kept, const char *call)
     *kept = 0;
     if (r->state == R_DONE)
         return complete(r, NULL);
-    if (r->coll) {
+    if (r->ops) {
         *kept = 1;
         return ptsc__err(
             PTSC_ERR_PENDING,
@@ -1670,7 +1674,7 @@ static size_t stash_size(const struct ptsc__stash *s)
 static int receive_before(const ptsc_ctx_t *ctx, int rank, int thread, int tag)
 {
     for (const struct ptsc_request *q = ctx->active; q; q = q->anext)
-        if (q->is_recv && !q->coll && q->state != R_DONE && unmatched(q) && q->thread == thread &&
+        if (q->is_recv && !q->ops && q->state != R_DONE && unmatched(q) && q->thread == thread &&
             q->tag == tag && (q->rank == rank || q->rank == PTSC_ANY_RANK))
             return 1;
     return 0;
@@ -1832,8 +1836,8 @@ static int needs_drive(const ptsc_ctx_t *ctx)
     for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
         if (r->state == R_DONE)
             continue;
-        if (r->coll) {
-            if (!ptsc__icoll_ready(r->coll))
+        if (r->ops) {
+            if (!r->ops->ready(r->op))
                 return 1;
             continue;
         }
@@ -1848,7 +1852,7 @@ static int needs_drive(const ptsc_ctx_t *ctx)
 static int may_copy_user(const ptsc_ctx_t *ctx)
 {
     for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
-        if (r->state == R_DONE || r->coll)
+        if (r->state == R_DONE || r->ops)
             continue;
         if (r->is_recv ? r->cls != PTSC_MEM_HOST : r->staged)
             for (int k = 0; k < r->npieces; k++)
@@ -1954,11 +1958,11 @@ int ptsc__engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_D
     return rc;
 }
 
-int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
-                            struct ptsc_request **out)
+int ptsc__engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, void *op, int root, size_t bytes,
+                           const char *call, struct ptsc_request **out)
 {
     enter(ctx);
-    int rc = engine_start_coll(ctx, s, root, bytes, call, out);
+    int rc = engine_start_ops(ctx, ops, op, root, bytes, call, out);
     leave(ctx);
     return rc;
 }

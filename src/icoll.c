@@ -3,7 +3,7 @@
  * collective with PTSC_COMM=shared (the blocking calls of coll.c start one
  * and wait for it).
  *
- * A call is checked, synchronised and staged by coll.c at once, exactly as
+ * A call is checked, synchronised and staged by coll_prep.c at once, exactly as
  * its blocking form (ptsc__coll_prep_*), and becomes a request of the
  * engine (engine.c), completed by ptsc_wait, ptsc_test and the array calls.
  * Staged results are copied back on the thread's stream, and the staging
@@ -62,7 +62,7 @@ static unsigned lane_seq[PTSC__MAX_THREADS_LIMIT];
 /* Copy `count` elements of `t` from src to dst (same layout), writing only
  * the datatype's bytes: holes of dst are left as they were. Through
  * MPI_Pack / MPI_Unpack (local, thread-safe) in pieces of about PACK_CHUNK
- * bytes, since their sizes are ints; coll.c checked that one element's
+ * bytes, since their sizes are ints; coll_prep.c checked that one element's
  * size fits. */
 enum { PACK_CHUNK = 1 << 20 };
 
@@ -536,12 +536,17 @@ static void release_scratch(struct ptsc__icoll *s)
     }
 }
 
-int ptsc__icoll_ready(const struct ptsc__icoll *s) { return s->ready; }
-
-void ptsc__icoll_free(struct ptsc__icoll *s)
+/* The request operations the engine drives a collective through
+ * (struct ptsc__req_ops). */
+static int icoll_ready(const void *op)
 {
-    if (!s)
-        return;
+    const struct ptsc__icoll *s = op;
+    return s->ready;
+}
+
+static void icoll_free(void *op)
+{
+    struct ptsc__icoll *s = op;
     release_scratch(s);
     free(s->acts);
     free(s->reqs);
@@ -550,16 +555,18 @@ void ptsc__icoll_free(struct ptsc__icoll *s)
     free(s);
 }
 
-int ptsc__icoll_begin(struct ptsc__icoll *s)
+static int icoll_begin(void *op)
 {
+    struct ptsc__icoll *s = op;
     if (s->shared)
         return PTSC_OK; /* the first progress pass posts the first round */
     int mrc = mpi_start(s);
     return mrc == MPI_SUCCESS ? PTSC_OK : ptsc__err_mpi(mrc, s->c.call);
 }
 
-int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc)
+static int icoll_progress(void *op, int *moved, int *rc)
 {
+    struct ptsc__icoll *s = op;
     if (s->done) {
         *rc = s->rc;
         return 1;
@@ -593,6 +600,8 @@ int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc)
     return 1;
 }
 
+static const struct ptsc__req_ops icoll_ops = {icoll_begin, icoll_progress, icoll_ready, icoll_free};
+
 int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_request **out)
 {
     ptsc__coll_t copy_of_c = *c;
@@ -618,10 +627,10 @@ int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_reques
         rc = s->built_rc;
     }
     if (rc == PTSC_OK)
-        rc = ptsc__engine_start_coll(ctx, s, c->root, c->bytes, c->call, out);
+        rc = ptsc__engine_start_ops(ctx, &icoll_ops, s, c->root, c->bytes, c->call, out);
     if (rc != PTSC_OK) {
         rc = ptsc__coll_finish(ctx, &s->c, rc);
-        ptsc__icoll_free(s);
+        icoll_free(s);
     }
     return rc;
 }

@@ -7,33 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-ptsc__global_t ptsc__g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
-
-static int check_state(const char *call, int (*err)(int, const char *, ...))
-{
-    switch (atomic_load_explicit(&ptsc__g.state, memory_order_acquire)) {
-    case PTSC__STATE_READY:
-        return PTSC_OK;
-    case PTSC__STATE_NONE:
-        return err(PTSC_ERR_NOT_INITIALIZED, "%s: call ptsc_init first", call);
-    case PTSC__STATE_INIT:
-        return err(PTSC_ERR_NOT_INITIALIZED, "%s: ptsc_init has not returned yet (it runs in another thread)",
-                   call);
-    case PTSC__STATE_FINALIZING:
-        return err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize is running", call);
-    default:
-        return err(PTSC_ERR_FINALIZED, "%s: ptsc_finalize has already been called", call);
-    }
-}
-
-int ptsc__check_ready(const char *call)
-{
-    ptsc__err_clear();
-    return check_state(call, ptsc__err);
-}
-
-int ptsc__check_ready_query(const char *call) { return check_state(call, ptsc__err_query); }
-
 /* Init and lanes must agree on every rank: a rank with other lanes or another
  * message protocol would mismatch messages, so a difference fails init on all
  * ranks alike (every rank sees the same reduced values). */
@@ -281,6 +254,8 @@ int ptsc_init(int *argc, char ***argv)
 
     int rc = init_body(argc, argv);
     pthread_mutex_lock(&ptsc__g.lock);
+    if (rc == PTSC_OK)
+        ptsc__log_set_rank(ptsc__g.rank);
     atomic_store_explicit(&ptsc__g.state, rc == PTSC_OK ? PTSC__STATE_READY : PTSC__STATE_NONE,
                           memory_order_release);
     pthread_cond_broadcast(&ptsc__g.cond);
@@ -317,6 +292,7 @@ int ptsc_finalize(void)
         pthread_mutex_unlock(&ptsc__g.lock);
         return ptsc__err(PTSC_ERR_FINALIZED, "ptsc_finalize: already called by another thread");
     }
+    ptsc__log_set_rank(-1);
     while (ptsc__g.transit > 0)
         pthread_cond_wait(&ptsc__g.cond, &ptsc__g.lock);
     pthread_mutex_unlock(&ptsc__g.lock);

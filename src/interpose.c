@@ -10,7 +10,7 @@
  *
  * It is a separate shared library built from the same objects as libptsc
  * (the class cache of memory.c, the GPU layer, the variable table, the
- * datatype layout of coll.c), not a second implementation; it does not call
+ * datatype layout of args.c), not a second implementation; it does not call
  * ptsc_init (which needs MPI_THREAD_MULTIPLE and creates lanes), only the
  * parts that make no MPI call: configuration, device discovery and the
  * class cache, set up right after the program's MPI_Init or

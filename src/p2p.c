@@ -11,169 +11,6 @@
 /* Argument checks                                                           */
 /* ------------------------------------------------------------------------ */
 
-/*
- * The size of the predefined datatypes programs send most, without a call
- * into MPI on every message; 0 for any other type (derived types are asked:
- * their handles may be freed and reused for another type). The MPI standard
- * binds each of these to its C type (MPI_BYTE is one byte), and every one is
- * contiguous with lower bound 0, so ptsc__type_is_contiguous may say yes at
- * once too. The unit tests compare each size with MPI_Type_size_x.
- */
-static MPI_Count predefined_size(MPI_Datatype t)
-{
-    if (t == MPI_BYTE || t == MPI_CHAR || t == MPI_UNSIGNED_CHAR || t == MPI_SIGNED_CHAR || t == MPI_INT8_T ||
-        t == MPI_UINT8_T)
-        return 1;
-    if (t == MPI_DOUBLE)
-        return (MPI_Count)sizeof(double);
-    if (t == MPI_FLOAT)
-        return (MPI_Count)sizeof(float);
-    if (t == MPI_INT)
-        return (MPI_Count)sizeof(int);
-    if (t == MPI_UNSIGNED)
-        return (MPI_Count)sizeof(unsigned);
-    if (t == MPI_LONG)
-        return (MPI_Count)sizeof(long);
-    if (t == MPI_UNSIGNED_LONG)
-        return (MPI_Count)sizeof(unsigned long);
-    if (t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT)
-        return (MPI_Count)sizeof(long long);
-    if (t == MPI_UNSIGNED_LONG_LONG)
-        return (MPI_Count)sizeof(unsigned long long);
-    if (t == MPI_SHORT)
-        return (MPI_Count)sizeof(short);
-    if (t == MPI_INT32_T || t == MPI_UINT32_T)
-        return 4;
-    if (t == MPI_INT64_T || t == MPI_UINT64_T)
-        return 8;
-    return 0;
-}
-
-/* The largest byte count (and span) a buffer may have: an object larger than
- * PTRDIFF_MAX bytes cannot exist in C, so a count beyond it is an error in
- * the call, never a message to try. */
-#define PTSC__MAX_BYTES ((uint64_t)PTRDIFF_MAX)
-
-/* A datatype's size, or an error: not committed (PTSC_ERR_ARG), or a size
- * MPI_Count cannot hold (PTSC_ERR_COUNT: Open MPI answers MPI_UNDEFINED,
- * MPICH a negative size). */
-static int type_size(MPI_Datatype type, const char *call, const char *sp, const char *gap, MPI_Count *size)
-{
-    *size = predefined_size(type);
-    if (*size > 0)
-        return PTSC_OK;
-    if (MPI_Type_size_x(type, size) != MPI_SUCCESS)
-        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not a committed MPI datatype", call, sp, gap);
-    if (*size == MPI_UNDEFINED || *size < 0)
-        return ptsc__err(PTSC_ERR_COUNT,
-                         "%s: %s%sdatatype is larger than an MPI_Count can hold (more than 2^63-1 bytes per "
-                         "element)",
-                         call, sp, gap);
-    /* MPI has no query for "committed", but MPI_Pack of no element refuses a
-     * type that is not (MPI_ERR_TYPE through a lane's MPI_ERRORS_RETURN, in
-     * Open MPI and MPICH alike); a receive with such a type could otherwise
-     * wait for ever before MPI looks at its type. */
-    char none[1];
-    int pos = 0;
-    if (ptsc__g.lanes && MPI_Pack(none, 0, type, none, 0, &pos, ptsc__g.lanes[0]) != MPI_SUCCESS)
-        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is not committed (call MPI_Type_commit first)", call,
-                         sp, gap);
-    return PTSC_OK;
-}
-
-/* What `count` elements of a derived `type` cover from the first byte to
- * the last: (count - 1) * |extent| + true extent, or 0 when it exceeds
- * PTSC__MAX_BYTES. */
-static uint64_t type_span(MPI_Datatype type, int count)
-{
-    MPI_Count lb, extent, tlb, textent;
-    if (MPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
-        MPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS || extent == MPI_UNDEFINED ||
-        textent == MPI_UNDEFINED || textent < 0 || extent == INT64_MIN)
-        return 0;
-    uint64_t mag = (uint64_t)(extent < 0 ? -extent : extent), step = (uint64_t)count - 1;
-    if (mag && step > PTSC__MAX_BYTES / mag)
-        return 0;
-    uint64_t reach = step * mag;
-    return reach > PTSC__MAX_BYTES - (uint64_t)textent ? 0 : reach + (uint64_t)textent;
-}
-
-/* NULL (MPI_BOTTOM) with a datatype whose data lies at absolute addresses:
- * its true lower bound is an address, at or above the lowest one Linux maps
- * (vm.mmap_min_addr, 64 KiB by default). A type built from displacements
- * relative to a buffer starts far lower. */
-static int bottom_absolute(MPI_Datatype type)
-{
-    MPI_Count tlb, textent;
-    return predefined_size(type) == 0 && MPI_Type_get_true_extent_x(type, &tlb, &textent) == MPI_SUCCESS &&
-           tlb >= 65536;
-}
-
-static int check_buf(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
-                     int bottom_ok, size_t *bytes)
-{
-    /* "send buffer", "receive count": calls with two buffers say which one. */
-    const char *sp = side ? side : "", *gap = side ? " " : "";
-    if (count < 0)
-        return ptsc__err(PTSC_ERR_COUNT, "%s: %s%scount %d is negative", call, sp, gap, count);
-    if (type == MPI_DATATYPE_NULL)
-        return ptsc__err(PTSC_ERR_ARG, "%s: %s%sdatatype is MPI_DATATYPE_NULL", call, sp, gap);
-    /* Every caller that accepts MPI_IN_PLACE handles it before this check. */
-    if (buf == MPI_IN_PLACE)
-        return ptsc__err(PTSC_ERR_ARG, "%s: MPI_IN_PLACE is not valid as the %s%sbuffer here", call, sp, gap);
-    MPI_Count size;
-    int rc = type_size(type, call, sp, gap, &size);
-    if (rc != PTSC_OK)
-        return rc;
-    if (!buf && count > 0 && !(bottom_ok && bottom_absolute(type)))
-        return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: %s%sbuffer is NULL with count %d%s", call, sp, gap, count,
-                         bottom_ok ? " (MPI_BOTTOM needs a datatype of absolute addresses)" : "");
-    if (count > 0 && (uint64_t)size > PTSC__MAX_BYTES / (uint64_t)count)
-        return ptsc__err(
-            PTSC_ERR_COUNT,
-            "%s: %s%scount %d of %lld-byte elements exceeds the address space (PTRDIFF_MAX bytes)", call, sp,
-            gap, count, (long long)size);
-    if (count > 0 && predefined_size(type) == 0 && type_span(type, count) == 0 && size > 0)
-        return ptsc__err(PTSC_ERR_COUNT,
-                         "%s: %s%s%d elements of this datatype span more than the address space", call, sp,
-                         gap, count);
-    *bytes = (size_t)count * (size_t)size;
-    return PTSC_OK;
-}
-
-int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
-                         size_t *bytes)
-{
-    return check_buf(buf, count, type, call, side, 0, bytes);
-}
-
-int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes)
-{
-    return check_buf(buf, count, type, call, NULL, 0, bytes);
-}
-
-int ptsc__type_is_contiguous(MPI_Datatype type)
-{
-    MPI_Count size, lb, extent, tlb, textent;
-    if (predefined_size(type) > 0)
-        return 1;
-    if (MPI_Type_size_x(type, &size) != MPI_SUCCESS ||
-        MPI_Type_get_extent_x(type, &lb, &extent) != MPI_SUCCESS ||
-        MPI_Type_get_true_extent_x(type, &tlb, &textent) != MPI_SUCCESS)
-        return 0;
-    return lb == 0 && tlb == 0 && extent == size && textent == size;
-}
-
-/* Collectives stage whole buffers as bytes: they need a datatype without holes. */
-int ptsc__check_contiguous(MPI_Datatype type, const char *call)
-{
-    if (ptsc__type_is_contiguous(type))
-        return PTSC_OK;
-    return ptsc__err(
-        PTSC_ERR_UNSUPPORTED,
-        "%s: non-contiguous datatypes are not supported while staging is on (pack the data first)", call);
-}
-
 static int check_peer(int rank, int thread, int tag, int any_rank, const char *call)
 {
     if ((rank < 0 || rank >= ptsc__g.nranks) && !(any_rank && rank == PTSC_ANY_RANK))
@@ -193,7 +30,7 @@ static int start_check(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatyp
 {
     int rc = ptsc__ctx_resolve(ctx, call);
     if (rc == PTSC_OK)
-        rc = check_buf(buf, count, type, call, NULL, 1, bytes);
+        rc = ptsc__check_buf_bottom(buf, count, type, call, NULL, bytes);
     if (rc == PTSC_OK)
         rc = check_peer(rank, thread, tag, is_recv, call);
     return rc;
@@ -309,11 +146,11 @@ int ptsc_sendrecv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Datatype st
     /* The context is resolved (ready, owner) once for both halves. */
     int rc = ptsc__ctx_resolve(&ctx, call);
     if (rc == PTSC_OK)
-        rc = check_buf(sbuf, scount, stype, call, "send", 1, &sbytes);
+        rc = ptsc__check_buf_bottom(sbuf, scount, stype, call, "send", &sbytes);
     if (rc == PTSC_OK)
         rc = check_peer(dest_rank, dest_thread, stag, 0, call);
     if (rc == PTSC_OK)
-        rc = check_buf(rbuf, rcount, rtype, call, "receive", 1, &rbytes);
+        rc = ptsc__check_buf_bottom(rbuf, rcount, rtype, call, "receive", &rbytes);
     if (rc == PTSC_OK)
         rc = check_peer(src_rank, src_thread, rtag, 1, call);
     /* Both halves are admitted before either starts: a send refused after

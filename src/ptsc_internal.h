@@ -1,9 +1,12 @@
 /*
  * The one internal header: shared state, the module interfaces and the GPU
  * layer contract. Internal non-static functions are named ptsc__<module>_*.
+ * A module calls only modules below it: the files form a layered DAG
+ * (docs/design.md, Dependencies), which tests/check_layers.py checks.
  *
  * Modules (one file per concern):
  *   status.c   status strings, thread-local error detail, logging
+ *   state.c    process state (ptsc__g) and the readiness check
  *   config.c   the PTSC_* variable table, parsing, printing
  *   init.c     process life cycle (ptsc_init / ptsc_finalize), features
  *   context.c  per-thread contexts: attach, detach, accessors, TLS
@@ -14,8 +17,10 @@
  *   ring.c     the staging ring: bounded chunk-sized pinned slots (engine)
  *   engine.c   the transfer engine: protocol, requests, matching, progress
  *   progress.c the progress agent: drives work a thread left in flight
+ *   args.c     argument checks and datatype helpers
  *   p2p.c      point-to-point public calls over the engine
- *   coll.c     collectives over lanes: checks, staging, blocking calls
+ *   coll_prep.c  lane collectives' checks and staging (both forms)
+ *   coll.c     collectives over lanes: the blocking calls
  *   icoll.c    collective schedules: non-blocking collectives (and every
  *              PTSC_COMM=shared lane collective)
  *   watchdog.c hang diagnostics (PTSC_TIMEOUT)
@@ -53,6 +58,9 @@ int ptsc__err(int status, const char *fmt, ...) __attribute__((format(printf, 2,
 int ptsc__err_mpi(int mpi_rc, const char *what);
 /* Log a line carrying rank and thread, if `level` <= PTSC_LOG. */
 void ptsc__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The rank log lines carry: set when init succeeds, -1 when finalize begins
+ * (lines name rank -1 and no thread while ptsc is not ready). */
+void ptsc__log_set_rank(int rank);
 /* Copy another thread's detail into the caller's (used by ptsc_omp_run). */
 void ptsc__err_set_detail(const char *detail);
 /* ptsc__err for queries (ptsc_rank, the ptsc_ctx_* getters, ...): the detail
@@ -136,7 +144,7 @@ int ptsc__config_slots(int max_threads, int omp_max, const char *omp_num_threads
 int ptsc__config_slots_now(const ptsc__config_t *cfg, int *source, char *why, size_t n);
 
 /* ------------------------------------------------------------------------ */
-/* Shared state                                                              */
+/* state.c: process state                                                    */
 /* ------------------------------------------------------------------------ */
 
 /* NONE -> INIT -> READY -> FINALIZING -> DONE; a failed init goes back to NONE.
@@ -252,7 +260,7 @@ typedef struct {
 
 extern ptsc__global_t ptsc__g;
 
-/* Thread-local state, reached only through ptsc__tls(). */
+/* Thread-local state (status.c), reached only through ptsc__tls(). */
 typedef struct {
     ptsc_ctx_t *ctx;
     char detail[PTSC__DETAIL_LEN];
@@ -531,20 +539,63 @@ void ptsc__engine_adopt(ptsc_ctx_t *ctx);
  * (a framed message's pieces too), and free ptsc__g.stash_left. */
 void ptsc__engine_stash_drain(void);
 
-/* Start a request for a collective schedule (icoll.c): ptsc__icoll_begin
- * runs first; the schedule then advances in every progress pass of the
- * thread. `root` (-1: none) and `bytes` are for diagnostics. On failure the
- * schedule still belongs to the caller. */
-struct ptsc__icoll;
-int ptsc__engine_start_coll(ptsc_ctx_t *ctx, struct ptsc__icoll *s, int root, size_t bytes, const char *call,
-                            struct ptsc_request **out);
+/* A request that is not a point-to-point message: a lane collective
+ * (icoll.c) brings its own operations on its state `op`, so the engine
+ * drives it without knowing what it is (the messages are the engine's own
+ * and have none). begin: start MPI's part (once, before the first
+ * progress). progress: advance (*moved = 1 when anything changed),
+ * returning 1 once complete with the status in *rc (results in place, MPI
+ * holds nothing of it). ready: only the owner's finish is left (the agent
+ * completed it in MPI). free: release `op`, complete or not. */
+struct ptsc__req_ops {
+    int (*begin)(void *op);
+    int (*progress)(void *op, int *moved, int *rc);
+    int (*ready)(const void *op);
+    void (*free)(void *op);
+};
+/* Start such a request: ops->begin runs first; `op` then advances in every
+ * progress pass of the thread. Point-to-point ordering skips it; waits on
+ * it count as collective waits (PTSC_TIMEOUT). `root` (-1: none) and
+ * `bytes` are for diagnostics. On failure `op` still belongs to the caller. */
+int ptsc__engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, void *op, int root, size_t bytes,
+                           const char *call, struct ptsc_request **out);
 
 /* ------------------------------------------------------------------------ */
-/* coll.c / icoll.c: lane collectives                                        */
+/* args.c: argument checks and datatype helpers                              */
+/* ------------------------------------------------------------------------ */
+
+/* Check a (buf, count, type) argument triple; *bytes = count * type size
+ * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
+int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
+/* The same for one side of a call with two buffers: `side` ("send",
+ * "receive") prefixes the argument the detail names. */
+int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                         size_t *bytes);
+/* Point-to-point: NULL is MPI_BOTTOM, valid with a datatype of absolute
+ * addresses; `side` may be NULL. */
+int ptsc__check_buf_bottom(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
+                           size_t *bytes);
+/* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
+int ptsc__type_is_contiguous(MPI_Datatype type);
+/* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
+int ptsc__check_contiguous(MPI_Datatype type, const char *call);
+/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
+ * to the buffer pointer, from the true lower bound and true extent. dense:
+ * no holes, so the span is exactly the data. */
+typedef struct {
+    MPI_Count size, extent, lo, span;
+    int dense;
+} ptsc__layout_t;
+/* The layout of `count` elements of `t`; PTSC_ERR_ARG for a type
+ * that is not committed, PTSC_ERR_UNSUPPORTED beyond the address space. */
+int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
+
+/* ------------------------------------------------------------------------ */
+/* coll_prep.c, coll.c, icoll.c: lane collectives                            */
 /* ------------------------------------------------------------------------ */
 
 /* A lane collective runs in three steps, shared by the blocking and the
- * non-blocking forms: coll.c's ptsc__coll_prep_* check the arguments,
+ * non-blocking forms: coll_prep.c's ptsc__coll_prep_* check the arguments,
  * synchronise and stage the buffers (ptsc__coll_t); the collective runs
  * (MPI's blocking one in coll.c, MPI's non-blocking one or a schedule in
  * icoll.c); ptsc__coll_finish copies staged results back and releases the
@@ -583,17 +634,6 @@ typedef struct {
     size_t bytes;
 } ptsc__cbuf_t;
 
-/* Where `count` elements of a datatype lie: bytes [lo, lo + span) relative
- * to the buffer pointer, from the true lower bound and true extent. dense:
- * no holes, so the span is exactly the data. */
-typedef struct {
-    MPI_Count size, extent, lo, span;
-    int dense;
-} ptsc__layout_t;
-/* The layout of `count` elements of `t` (coll.c); PTSC_ERR_ARG for a type
- * that is not committed, PTSC_ERR_UNSUPPORTED beyond the address space. */
-int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
-
 typedef struct {
     int kind; /* PTSC__C_* */
     int v;    /* counts and displacements per rank */
@@ -630,15 +670,6 @@ int ptsc__coll_shared(void);
  * collective on the lane (PTSC_COMM=dup), or a schedule (shared). Always
  * takes `c` over: on failure it is finished (staging released) here. */
 int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_request **out);
-/* For the engine: start MPI's part (called once, before the first
- * progress); advance (*moved = 1 when anything changed), returning 1 once
- * complete with the status in *rc (results copied back, MPI holds nothing
- * of it); free a completed schedule. */
-int ptsc__icoll_begin(struct ptsc__icoll *s);
-int ptsc__icoll_progress(struct ptsc__icoll *s, int *moved, int *rc);
-/* Whether only the owner's finish is left (the agent completed it in MPI). */
-int ptsc__icoll_ready(const struct ptsc__icoll *s);
-void ptsc__icoll_free(struct ptsc__icoll *s);
 
 /* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
@@ -687,22 +718,6 @@ int ptsc__gpu_stream_wait(void *stream, void *ev);
 int ptsc__memtrack_start(void);
 void ptsc__memtrack_stop(void);
 const char *ptsc__memtrack_status(void);
-
-/* ------------------------------------------------------------------------ */
-/* p2p.c: shared checks                                                      */
-/* ------------------------------------------------------------------------ */
-
-/* Check a (buf, count, type) argument triple; *bytes = count * type size
- * (MPI_Type_size_x: types above 2 GiB are fine; the product must fit). */
-int ptsc__check_buf(const void *buf, int count, MPI_Datatype type, const char *call, size_t *bytes);
-/* The same for one side of a call with two buffers: `side` ("send",
- * "receive") prefixes the argument the detail names. */
-int ptsc__check_buf_side(const void *buf, int count, MPI_Datatype type, const char *call, const char *side,
-                         size_t *bytes);
-/* 1 when `type` is laid out as its bytes in order (no holes, lower bound 0). */
-int ptsc__type_is_contiguous(MPI_Datatype type);
-/* PTSC_ERR_UNSUPPORTED unless `type` has no holes (byte copies and pieces need that). */
-int ptsc__check_contiguous(MPI_Datatype type, const char *call);
 
 /* ------------------------------------------------------------------------ */
 /* watchdog.c: hang diagnostics (PTSC_TIMEOUT)                               */

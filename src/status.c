@@ -111,6 +111,13 @@ int ptsc__err_mpi(int mpi_rc, const char *what)
     return ptsc__err(PTSC_ERR_MPI, "%s: %s", what, msg);
 }
 
+/* The rank log lines name while ptsc is ready, -1 otherwise: kept here, set
+ * by init and finalize, so that status.c reads no state of the modules above
+ * it (it is the bottom layer). */
+static atomic_int log_rank = -1;
+
+void ptsc__log_set_rank(int rank) { atomic_store(&log_rank, rank); }
+
 void ptsc__log(int level, const char *fmt, ...)
 {
     static const char *names[] = {"error", "warn", "info", "debug"};
@@ -118,10 +125,9 @@ void ptsc__log(int level, const char *fmt, ...)
         return;
     char line[768];
     /* After finalize a thread's context pointer may dangle: read it only while ready. */
-    int ready = atomic_load(&ptsc__g.state) == PTSC__STATE_READY;
-    ptsc_ctx_t *ctx = ready ? ptsc__tls()->ctx : NULL;
-    int n = snprintf(line, sizeof line, "[ptsc r%d t%d] %s: ", ready ? ptsc__g.rank : -1,
-                     ctx ? ctx->index : -1, names[level]);
+    int rank = atomic_load(&log_rank);
+    ptsc_ctx_t *ctx = rank >= 0 ? ptsc__tls()->ctx : NULL;
+    int n = snprintf(line, sizeof line, "[ptsc r%d t%d] %s: ", rank, ctx ? ctx->index : -1, names[level]);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);

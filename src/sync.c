@@ -308,22 +308,6 @@ int ptsc__sync_buffer_deferred(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged,
     return ptsc__sync_buffer(ctx, cls, staged, call);
 }
 
-int ptsc_sync(ptsc_ctx_t *ctx, ptsc_scope_t scope)
-{
-    int rc = ptsc__ctx_resolve(&ctx, "ptsc_sync");
-    if (rc != PTSC_OK)
-        return rc;
-    if (scope < PTSC_SCOPE_DEFAULT || scope > PTSC_SCOPE_DEVICE)
-        return ptsc__err(PTSC_ERR_ARG, "ptsc_sync: %d is not a scope", (int)scope);
-    rc = ptsc__sync_scope(ctx, scope);
-    if (rc == PTSC_ERR_CAPTURING || rc == PTSC_ERR_CUDA) {
-        char d[PTSC__DETAIL_LEN];
-        snprintf(d, sizeof d, "ptsc_sync: %s", ptsc_last_error());
-        ptsc__err_set_detail(d);
-    }
-    return rc;
-}
-
 int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call)
 {
     ptsc_memclass_t cls = PTSC_MEM_HOST;
