@@ -32,6 +32,21 @@ endif()
 
 set(_ptsc_engine_env
   "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
+# The random programs (mpi_diff, mpi_conform) under AddressSanitizer: the
+# progress agent stalls them there for 20 s to minutes at a time (the runs
+# complete given minutes; with PTSC_PROGRESS=caller none stalled in the same
+# trials; the cause is not found yet, see docs/design.md, "Known stall").
+# Until it is fixed, the ASan stage runs them with the owner threads alone;
+# the other stages, and the ASan runs of every other MPI test, keep the
+# agent. A sanitized program also gets more time before conform's stall
+# watchdog fires.
+set(_ptsc_random_env "")
+if(PTSC_SANITIZE MATCHES "address")
+  set(_ptsc_random_env "PTSC_PROGRESS=caller")
+endif()
+if(PTSC_SANITIZE)
+  list(APPEND _ptsc_random_env "MPI_CONFORM_STALL=90")
+endif()
 
 foreach(prog mpi_diff mpi_regress mpi_conform)
   add_executable(${prog} ${CMAKE_CURRENT_LIST_DIR}/${prog}.c)
@@ -64,7 +79,7 @@ function(ptsc_diff_test name formats labels locks comm)
     SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
     PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
     FAIL_REGULAR_EXPRESSION "FAIL"
-    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_diff_interleave}")
+    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_diff_interleave};${_ptsc_random_env}")
 endfunction()
 
 foreach(comm dup shared)
@@ -210,6 +225,6 @@ foreach(run IN LISTS _ptsc_conform_runs)
       RESOURCE_LOCK mpiexec
       PASS_REGULAR_EXPRESSION "mpi_conform records identical across formats"
       FAIL_REGULAR_EXPRESSION "FAIL"
-      ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env}")
+      ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_random_env}")
   endforeach()
 endforeach()
