@@ -643,13 +643,12 @@ static int recv_post(struct ptsc_request *r, int k)
     if (r->staged) {
         /* MPI is never given a count below the message's size (receives match first):
          * a plain message larger than the slot goes to ordinary memory. */
-        buf = p->slot->host;
-        if (len > chunk() + PTSC__HDR_BYTES) {
+        if (p->slot) {
+            buf = p->slot->host;
+        } else { /* larger than a slot (recv_step took none) */
             if (!(p->scratch = malloc(len)))
                 return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc receive: %zu-byte message", len);
             buf = p->scratch;
-            ptsc__ring_put(p->slot); /* unused: delivered from scratch memory */
-            p->slot = NULL;
         }
         count = (int)len;
     } else if (!r->framed && r->msg != MPI_MESSAGE_NULL && r->first_n > r->bytes) {
@@ -765,9 +764,12 @@ static void recv_step(struct ptsc_request *r, int k, int *moved)
             if (!flag)
                 return;
         }
-        if (r->staged && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, 0, &p->slot)) != PTSC_OK)
+        /* A first part larger than a slot (a whole frame, or a plain
+         * message above the chunk) goes to ordinary memory: no slot. */
+        int slotted = r->staged && !(k == 0 && r->first_n > chunk() + PTSC__HDR_BYTES);
+        if (slotted && (rc = ptsc__ring_get(r->ctx, PTSC__RING_RECV, 0, &p->slot)) != PTSC_OK)
             goto out;
-        if (r->staged && !p->slot)
+        if (slotted && !p->slot)
             return;
         if ((rc = recv_post(r, k)) != PTSC_OK)
             goto out;
@@ -871,16 +873,22 @@ static int matched(struct ptsc_request *r, MPI_Message msg, size_t n, int src, c
     return PTSC_OK;
 }
 
+/* Receive a matched message of n bytes and drop it, so that its sender
+ * completes. */
+static void drop_message(MPI_Message *msg, size_t n)
+{
+    char *tmp = malloc(n ? n : 1);
+    if (tmp)
+        MPI_Mrecv(tmp, (int)n, MPI_BYTE, msg, MPI_STATUS_IGNORE);
+    free(tmp);
+}
+
 /* Free a stash entry; pieces still posted are received and dropped (their
  * sender completes only once they are). */
 static void stash_free(struct ptsc__stash *s)
 {
-    if (s->msg != MPI_MESSAGE_NULL) {
-        char *tmp = malloc(s->n ? s->n : 1);
-        if (tmp)
-            MPI_Mrecv(tmp, (int)s->n, MPI_BYTE, &s->msg, MPI_STATUS_IGNORE);
-        free(tmp);
-    }
+    if (s->msg != MPI_MESSAGE_NULL)
+        drop_message(&s->msg, s->n);
     for (int k = 1; k < s->npieces; k++) {
         if (s->pc[k].st == P_MPI)
             MPI_Wait(&s->pc[k].mreq, MPI_STATUS_IGNORE);
@@ -1017,10 +1025,7 @@ static void abandon(struct ptsc_request *r)
         if (p->msg != MPI_MESSAGE_NULL) {
             size_t off, len;
             piece_range(r, k, &off, &len);
-            char *tmp = malloc(len ? len : 1);
-            if (tmp)
-                MPI_Mrecv(tmp, (int)len, MPI_BYTE, &p->msg, MPI_STATUS_IGNORE);
-            free(tmp);
+            drop_message(&p->msg, len);
         }
         if (p->slot) {
             (void)ptsc__ring_wait(r->ctx, p->slot);
@@ -1031,19 +1036,8 @@ static void abandon(struct ptsc_request *r)
         p->scratch = NULL;
         p->st = P_DONE;
     }
-    if (r->msg != MPI_MESSAGE_NULL) {
-        /* Matched but never received: take it off MPI's hands. */
-        MPI_Status st;
-        char sink;
-        if (r->first_n <= 1)
-            MPI_Mrecv(&sink, 1, MPI_BYTE, &r->msg, &st);
-        else {
-            char *tmp = malloc(r->first_n);
-            if (tmp)
-                MPI_Mrecv(tmp, (int)r->first_n, MPI_BYTE, &r->msg, &st);
-            free(tmp);
-        }
-    }
+    if (r->msg != MPI_MESSAGE_NULL) /* matched but never received: take it off MPI's hands */
+        drop_message(&r->msg, r->first_n);
     r->ndone = r->npieces;
     r->state = R_RUN;
     finish_if_done(r);
