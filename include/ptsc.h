@@ -369,9 +369,11 @@ PTSC_API int ptsc_iprobe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *fl
 
 /**
  * Non-blocking ptsc_send. Returns at once, even while the thread's stream
- * is busy: a staged buffer's copies and pieces progress whenever the owning
- * thread calls into ptsc (any call that waits, tests or starts an
- * operation). Complete with ptsc_wait, ptsc_waitall or ptsc_test.
+ * is busy: a staged buffer's copies and pieces, and a message larger than
+ * MPI's eager sizes, progress while the thread computes or blocks elsewhere
+ * (the progress agent, PTSC_PROGRESS=thread; with PTSC_PROGRESS=caller only
+ * when the owning thread calls into ptsc). Complete with ptsc_wait,
+ * ptsc_waitall or ptsc_test.
  */
 PTSC_API int ptsc_isend(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
                         int tag, ptsc_request_t *req);

@@ -1820,11 +1820,15 @@ static void engine_release(ptsc_ctx_t *ctx)
 /* The engine's calls: the owner's section and the progress agent           */
 /* ------------------------------------------------------------------------ */
 
-/* Whether something of the context can move only through ptsc: a receive
- * to match, a piece to copy or post, a deferred post behind an event, the
- * next round of a collective schedule. A message whose only piece MPI holds
- * moves through MPI's own progress (any MPI call of the process), as in a
- * program written with MPI alone: the fast paths pay no hand-off. */
+/* Whether something of the context needs the agent: a receive to match, a
+ * piece to copy or post, a deferred post behind an event, the next round of
+ * a collective schedule, or a message above MPI's eager sizes whose only
+ * piece MPI holds. MPI moves such a message (a rendezvous: both sides must
+ * progress) only inside its own calls, so the agent tests it; without that
+ * it waited for its owner's next call, and a computation did not overlap
+ * it (bench_overlap). A message of up to DRIVE_MPI_MIN bytes MPI holds
+ * travels eagerly: the fast paths (small host messages) pay no hand-off. */
+#define DRIVE_MPI_MIN 4096
 static int needs_drive(const ptsc_ctx_t *ctx)
 {
     for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
@@ -1836,6 +1840,8 @@ static int needs_drive(const ptsc_ctx_t *ctx)
             continue;
         }
         if (r->state == R_MATCH || r->framed || r->npieces != 1 || r->pc[0].st != P_MPI)
+            return 1;
+        if ((r->is_recv ? r->total : r->bytes) > DRIVE_MPI_MIN)
             return 1;
     }
     return 0;
