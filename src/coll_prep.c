@@ -30,15 +30,10 @@ static int cbuf_in(ptsc_ctx_t *ctx, const void *buf, size_t bytes, MPI_Datatype 
     c->bytes = bytes;
     if (!buf || buf == MPI_IN_PLACE || bytes == 0)
         return PTSC_OK;
-    int staged = 0, rc = ptsc__sync_prepare(ctx, buf, &staged, call);
+    int staged = 0;
+    int rc = ptsc__sync_prepare(ctx, buf, host_only ? PTSC__FOR_HOST : PTSC__FOR_MPI, &staged, call);
     if (rc != PTSC_OK)
         return rc;
-    if (!staged && host_only) {
-        ptsc_memclass_t cls;
-        if ((rc = ptsc__mem_classify(buf, &cls)) != PTSC_OK)
-            return rc;
-        staged = cls == PTSC_MEM_DEVICE;
-    }
     if (!staged)
         return PTSC_OK;
     if ((rc = ptsc__check_contiguous(type, call)) != PTSC_OK)

@@ -136,11 +136,7 @@ static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
 /* Whether a buffer of class `cls` and `bytes` travels through the ring. */
 static int choose_staged(const ptsc_ctx_t *ctx, ptsc_memclass_t cls, size_t bytes, int contig)
 {
-    if (bytes == 0)
-        return 0;
-    if (cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED)
-        return ptsc__g.staging || (contig && bytes < ptsc__g.direct_min);
-    return cls == PTSC_MEM_HOST && ptsc__g.stage_host && contig && ctx->index % 2 == 0;
+    return ptsc__mem_staged(cls, PTSC__FOR_MESSAGE, bytes, contig, ctx->index);
 }
 
 /* ------------------------------------------------------------------------ */

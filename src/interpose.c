@@ -304,13 +304,9 @@ static void release(mbuf_t *b)
 
 static int is_device(ptsc_memclass_t cls) { return cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED; }
 
-/* Whether a buffer of class `cls` needs a host copy: a device or managed
- * one while staging is on, a host one where `always` stages host buffers
- * (no device, tests). */
-static int stages(ptsc_memclass_t cls)
-{
-    return (ptsc__g.staging && is_device(cls)) || (ptsc__g.stage_host && cls == PTSC_MEM_HOST);
-}
+/* Whether a buffer of class `cls` needs a host copy (the library's path
+ * rule, ptsc__mem_staged). */
+static int stages(ptsc_memclass_t cls) { return ptsc__mem_staged(cls, PTSC__FOR_PLAIN_MPI, 0, 1, 0); }
 
 /* The host copy's memory where staging applies to `count` elements of
  * `type` at b->user (class `cls`); nothing is copied yet. */

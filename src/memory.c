@@ -194,9 +194,39 @@ int ptsc__mem_classify(const void *p, ptsc_memclass_t *cls)
  * "a stale DEVICE/MANAGED cache entry only costs a copy" true.
  * Pinned host memory is readable by any MPI once synchronised: not staged.
  */
-int ptsc__mem_needs_staging(ptsc_memclass_t c)
+static int device_class(ptsc_memclass_t c) { return c == PTSC_MEM_DEVICE || c == PTSC_MEM_MANAGED; }
+
+/*
+ * The path rule, for every caller:
+ * - staging on (MPI is not CUDA-aware, or PTSC_STAGING=always): device and
+ *   managed buffers are staged for MPI;
+ * - a CUDA-aware MPI takes device buffers directly, except a contiguous
+ *   message below PTSC_DIRECT_MIN (staged: cheaper than MPI's own device
+ *   path for small sizes);
+ * - a combination on the host reads device memory only through a staged
+ *   copy, on any MPI (managed memory it reads in place, once synchronised);
+ * - with no device and PTSC_STAGING=always, host buffers exercise the
+ *   staging code: a contiguous message of an even thread index (so that
+ *   the odd ones keep the direct path in the same run) and every plain MPI
+ *   buffer of the interposer.
+ */
+int ptsc__mem_staged(ptsc_memclass_t c, ptsc__use_t use, size_t bytes, int contig, int index)
 {
-    return ptsc__g.staging && (c == PTSC_MEM_DEVICE || c == PTSC_MEM_MANAGED);
+    switch (use) {
+    case PTSC__FOR_MESSAGE:
+        if (bytes == 0)
+            return 0;
+        if (device_class(c))
+            return ptsc__g.staging || (contig && bytes < ptsc__g.direct_min);
+        return c == PTSC_MEM_HOST && ptsc__g.stage_host && contig && index % 2 == 0;
+    case PTSC__FOR_HOST:
+        return (ptsc__g.staging && device_class(c)) || c == PTSC_MEM_DEVICE;
+    case PTSC__FOR_PLAIN_MPI:
+        return (ptsc__g.staging && device_class(c)) || (ptsc__g.stage_host && c == PTSC_MEM_HOST);
+    case PTSC__FOR_MPI:
+    default:
+        return ptsc__g.staging && device_class(c);
+    }
 }
 
 /*

@@ -328,6 +328,16 @@ int ptsc__mpi_cuda_support(void);
 int ptsc__world_setup(MPI_Comm world);
 void ptsc__world_teardown(void);
 
+/* What a buffer is for, in the one rule that decides whether it is staged
+ * through pinned host memory (ptsc__mem_staged); the caller's staging
+ * memory follows from it: the ring, the pool or a host copy. */
+typedef enum {
+    PTSC__FOR_MESSAGE,   /* a ptsc message (engine.c): the ring */
+    PTSC__FOR_MPI,       /* a collective's buffer MPI reads or writes (coll_prep.c, world.c): the pool */
+    PTSC__FOR_HOST,      /* a buffer the host itself combines (host-side reductions): the pool */
+    PTSC__FOR_PLAIN_MPI, /* a plain MPI call's buffer (interpose.c): a host copy */
+} ptsc__use_t;
+
 /* ------------------------------------------------------------------------ */
 /* sync.c: the scope policy                                                  */
 /* ------------------------------------------------------------------------ */
@@ -350,7 +360,7 @@ int ptsc__sync_buffer_deferred(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged,
                                const char *call);
 /* Everything a buffer needs before MPI touches it: classify `buf`, decide
  * whether it is staged (*staged), and sync per scope. NULL buffers are host. */
-int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call);
+int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, ptsc__use_t use, int *staged, const char *call);
 /* Free what the sync module keeps in a context (its event). Called when the
  * context is released, with the context's device current. */
 void ptsc__sync_ctx_release(ptsc_ctx_t *ctx);
@@ -398,8 +408,11 @@ int ptsc__memcache_lookup(const ptsc__memcache_t *mc, const void *p, uint64_t ep
 void ptsc__memcache_store(ptsc__memcache_t *mc, const void *p, uint64_t epoch, int rule, ptsc_memclass_t cls);
 /* 1 when a buffer of this class must be synchronised before MPI. */
 static inline int ptsc__mem_needs_sync(ptsc_memclass_t c) { return c != PTSC_MEM_HOST; }
-/* 1 when MPI cannot read this class directly and it must be staged. */
-int ptsc__mem_needs_staging(ptsc_memclass_t c);
+/* 1 when a buffer of class `c`, `bytes` long (contiguous or not), used as
+ * `use` by the thread of index `index`, travels through pinned host memory;
+ * 0 when MPI or the host reads it where it is. The only place that chooses
+ * a path. */
+int ptsc__mem_staged(ptsc_memclass_t c, ptsc__use_t use, size_t bytes, int contig, int index);
 
 /* ------------------------------------------------------------------------ */
 /* staging.c: per-thread pinned buffers                                      */

@@ -308,12 +308,12 @@ int ptsc__sync_buffer_deferred(ptsc_ctx_t *ctx, ptsc_memclass_t cls, int staged,
     return ptsc__sync_buffer(ctx, cls, staged, call);
 }
 
-int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, int *staged, const char *call)
+int ptsc__sync_prepare(ptsc_ctx_t *ctx, const void *buf, ptsc__use_t use, int *staged, const char *call)
 {
     ptsc_memclass_t cls = PTSC_MEM_HOST;
     int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK;
     if (rc != PTSC_OK)
         return rc;
-    *staged = ptsc__mem_needs_staging(cls);
+    *staged = ptsc__mem_staged(cls, use, 0, 1, ctx->index);
     return ptsc__sync_buffer(ctx, cls, *staged, call);
 }

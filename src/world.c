@@ -326,12 +326,7 @@ static int prepare(ptsc_ctx_t *ctx, void *buf, wbuf_t *w, const char *call)
     w->host = buf;
     if (!buf)
         return PTSC_OK;
-    int staged = 0, rc = ptsc__sync_prepare(ctx, buf, &staged, call);
-    if (rc == PTSC_OK && !staged) {
-        ptsc_memclass_t cls;
-        rc = ptsc__mem_classify(buf, &cls);
-        staged = cls == PTSC_MEM_DEVICE;
-    }
+    int staged = 0, rc = ptsc__sync_prepare(ctx, buf, PTSC__FOR_HOST, &staged, call);
     w->device = staged;
     return rc;
 }
