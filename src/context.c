@@ -215,7 +215,7 @@ static int attach(int index, int lazy, ptsc_ctx_t **out, const char *call)
         if (rc == PTSC_OK)
             rc = ptsc__gpu_stream_bind(ctx->stream_kind, &ctx->stream);
     }
-    ctx->qstream = ctx->stream;
+    ctx->eng.qstream = ctx->stream;
     pthread_mutex_lock(&ptsc__g.lock);
     if (rc != PTSC_OK) {
         ptsc__g.slots[index] = NULL;
@@ -351,11 +351,11 @@ int ptsc_thread_detach(void)
     ptsc_ctx_t *self = ptsc__tls()->ctx;
     if (!self)
         return ptsc__err(PTSC_ERR_NOT_ATTACHED, "ptsc_thread_detach: this thread is not attached");
-    if (self->outstanding > 0)
+    if (self->eng.outstanding > 0)
         return ptsc__err(PTSC_ERR_PENDING,
                          "ptsc_thread_detach: thread %d has %d request(s) not completed; complete them with "
                          "ptsc_wait, ptsc_waitall or ptsc_test first (the thread stays attached)",
-                         self->index, self->outstanding);
+                         self->index, self->eng.outstanding);
     if (!begin_release())
         return ptsc__err(PTSC_ERR_FINALIZED,
                          "ptsc_thread_detach: ptsc_finalize is running; it releases this thread's context");

@@ -145,10 +145,10 @@ static int choose_staged(const ptsc_ctx_t *ctx, ptsc_memclass_t cls, size_t byte
 
 static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
 {
-    struct ptsc_request *r = ctx->req_free;
+    struct ptsc_request *r = ctx->eng.req_free;
     void *ev = NULL;
     if (r) {
-        ctx->req_free = r->next;
+        ctx->eng.req_free = r->next;
         ev = r->ev;
     } else if (!(r = malloc(sizeof *r))) {
         return NULL;
@@ -180,25 +180,25 @@ static void req_put(struct ptsc_request *r)
     r->state = R_FREE;
     if (r->first_type != MPI_DATATYPE_NULL)
         MPI_Type_free(&r->first_type);
-    r->next = ctx->req_free;
-    ctx->req_free = r;
+    r->next = ctx->eng.req_free;
+    ctx->eng.req_free = r;
 }
 
 static void active_add(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
     r->anext = NULL;
-    if (ctx->active_tail)
-        ctx->active_tail->anext = r;
+    if (ctx->eng.active_tail)
+        ctx->eng.active_tail->anext = r;
     else
-        ctx->active = r;
-    ctx->active_tail = r;
+        ctx->eng.active = r;
+    ctx->eng.active_tail = r;
 }
 
 static void active_remove(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    struct ptsc_request **pp = &ctx->active, *prev = NULL;
+    struct ptsc_request **pp = &ctx->eng.active, *prev = NULL;
     while (*pp && *pp != r) {
         prev = *pp;
         pp = &(*pp)->anext;
@@ -206,8 +206,8 @@ static void active_remove(struct ptsc_request *r)
     if (!*pp)
         return;
     *pp = r->anext;
-    if (ctx->active_tail == r)
-        ctx->active_tail = prev;
+    if (ctx->eng.active_tail == r)
+        ctx->eng.active_tail = prev;
 }
 
 static int set_pieces(struct ptsc_request *r, int n)
@@ -288,7 +288,7 @@ static int unmatched(const struct ptsc_request *q)
  * post its first part (sends) or to match (receives). */
 static int earlier_waiting(const struct ptsc_request *r)
 {
-    for (struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext) {
+    for (struct ptsc_request *q = r->ctx->eng.active; q && q != r; q = q->anext) {
         if (q->state == R_DONE || q->ops || q->is_recv != r->is_recv || q->thread != r->thread ||
             q->tag != r->tag)
             continue;
@@ -357,7 +357,7 @@ static void piece_addr(const struct ptsc_request *r, int k, ptsc__addr_t *a)
 static int id_busy(const struct ptsc_request *r)
 {
     unsigned space = (unsigned)ptsc__g.tag_max + 1;
-    for (const struct ptsc_request *q = r->ctx->active; q && q != r; q = q->anext)
+    for (const struct ptsc_request *q = r->ctx->eng.active; q && q != r; q = q->anext)
         if (!q->is_recv && q->framed && !q->whole && q->state != R_DONE && q->rank == r->rank &&
             q->thread == r->thread && q->id % space == r->id % space)
             return 1;
@@ -391,7 +391,7 @@ static int go_whole(struct ptsc_request *r)
 static int send_ring_stuck(ptsc_ctx_t *ctx)
 {
     int held = 0;
-    for (struct ptsc_request *q = ctx->active; q; q = q->anext)
+    for (struct ptsc_request *q = ctx->eng.active; q; q = q->anext)
         if (!q->is_recv && q->staged && q->state == R_RUN && q->pc[0].slot && q->pc[0].st == P_MPI)
             held++;
     return held >= ctx->ring[PTSC__RING_SEND].n;
@@ -410,9 +410,9 @@ static int copy_now(ptsc_ctx_t *ctx, void *dst, const void *src, size_t n, int g
             memcpy(dst, src, n);
         return PTSC_OK;
     }
-    ctx->queued++;
-    int rc = ptsc__gpu_copy_async(dst, src, n, ctx->qstream);
-    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->qstream) : rc;
+    ctx->eng.queued++;
+    int rc = ptsc__gpu_copy_async(dst, src, n, ctx->eng.qstream);
+    return rc == PTSC_OK ? ptsc__gpu_stream_sync(ctx->eng.qstream) : rc;
 }
 
 static int overflow_copy(struct ptsc_request *r, piece_t *p, size_t off, size_t len, int hdr)
@@ -616,8 +616,8 @@ static int recv_deliver(struct ptsc_request *r, int k, const char *data, size_t 
      * slots are wanted back by the later pieces of the same message. */
     if (p->slot)
         return ptsc__ring_copy(r->ctx, p->slot, r->user + off, data, fit,
-                               k == r->npieces - 1 && !r->ctx->by_agent ? PTSC__COPY_LAZY
-                                                                        : PTSC__COPY_RECORD);
+                               k == r->npieces - 1 && !r->ctx->agent.driving ? PTSC__COPY_LAZY
+                                                                             : PTSC__COPY_RECORD);
     /* From scratch memory (a message that came beside the buffer), freed
      * next; a direct device receive needs the device to copy. */
     return copy_now(r->ctx, r->user + off, data, fit, r->cls == PTSC_MEM_DEVICE);
@@ -925,7 +925,7 @@ static int stash_post_pieces(ptsc_ctx_t *ctx, struct ptsc__stash *s)
 
 static struct ptsc__stash *stash_take(ptsc_ctx_t *ctx, int rank, int thread, int tag, int remove)
 {
-    for (struct ptsc__stash **pp = &ctx->stash; *pp; pp = &(*pp)->next) {
+    for (struct ptsc__stash **pp = &ctx->eng.stash; *pp; pp = &(*pp)->next) {
         struct ptsc__stash *s = *pp;
         if (spec_match(rank, thread, tag, s->src_rank, s->src_thread, s->tag)) {
             if (remove)
@@ -1102,7 +1102,7 @@ static void release_freed(struct ptsc_request *r)
 static int progress_pass(ptsc_ctx_t *ctx)
 {
     int moved = 0;
-    struct ptsc_request *r = ctx->active, *next;
+    struct ptsc_request *r = ctx->eng.active, *next;
     for (; r; r = next) {
         next = r->anext;
         if (r->state == R_DONE)
@@ -1114,7 +1114,7 @@ static int progress_pass(ptsc_ctx_t *ctx)
     return moved;
 }
 
-static int engine_progress(ptsc_ctx_t *ctx) { return ctx->active ? progress_pass(ctx) : 0; }
+static int engine_progress(ptsc_ctx_t *ctx) { return ctx->eng.active ? progress_pass(ctx) : 0; }
 
 /* ------------------------------------------------------------------------ */
 /* Starting                                                                  */
@@ -1216,7 +1216,7 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
         r->state = R_RUN;
         if (framed_send) {
             r->framed = 1;
-            r->id = ctx->next_id++;
+            r->id = ctx->eng.next_id++;
             r->hdr = (hdr_t){.total = bytes, .id = r->id, .magic = PTSC__MAGIC};
             rc = set_pieces(r, (int)((bytes + chunk() - 1) / chunk()));
             if (rc == PTSC_OK && !staged)
@@ -1236,8 +1236,8 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
         req_put(r);
         return rc;
     }
-    ctx->outstanding++;
-    ctx->hand_new = 1; /* leave(): the agent's stream must wait for what the owner queued until now */
+    ctx->eng.outstanding++;
+    ctx->agent.hand_new = 1; /* leave(): the agent's stream must wait for what the owner queued until now */
     active_add(r);
     /* A pass in order, not a step of r alone: an earlier receive of the same
      * channel that found no message must match first. */
@@ -1266,7 +1266,7 @@ static int engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, vo
     r->tag = -1;
     r->bytes = bytes;
     r->call = call;
-    ctx->outstanding++;
+    ctx->eng.outstanding++;
     active_add(r);
     progress_pass(ctx);
     *out = r;
@@ -1295,7 +1295,7 @@ static int complete(struct ptsc_request *r, ptsc_info_t *info)
         ptsc__err_set_detail(r->detail);
     active_remove(r);
     if (!r->freed)
-        ctx->outstanding--;
+        ctx->eng.outstanding--;
     req_put(r);
     return rc;
 }
@@ -1316,14 +1316,14 @@ static int engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
 static void idle(ptsc_ctx_t *ctx, int moved)
 {
     if (moved) {
-        ctx->idle_since = 0;
+        ctx->eng.idle_since = 0;
         return;
     }
     uint64_t now = ptsc__now_ns();
-    if (!ctx->idle_since) {
-        ctx->idle_since = now;
+    if (!ctx->eng.idle_since) {
+        ctx->eng.idle_since = now;
         ptsc__ring_reclaim(ctx); /* off the critical path: see ring.c */
-    } else if (now - ctx->idle_since > PTSC__SPIN_NS)
+    } else if (now - ctx->eng.idle_since > PTSC__SPIN_NS)
         sched_yield();
 }
 
@@ -1337,7 +1337,7 @@ static void wait_lone_copy(struct ptsc_request *r)
 {
     if (r->is_recv || !r->staged || r->npieces != 1 || r->pc[0].st != P_COPY || !r->pc[0].slot)
         return;
-    for (struct ptsc_request *q = r->ctx->active; q; q = q->anext)
+    for (struct ptsc_request *q = r->ctx->eng.active; q; q = q->anext)
         if (q != r && q->state != R_DONE)
             return;
     (void)ptsc__ring_wait(r->ctx, r->pc[0].slot);
@@ -1424,7 +1424,7 @@ static int engine_free(struct ptsc_request *r, int *kept, const char *call)
                          "program cannot know); complete it with ptsc_wait or ptsc_test, or ptsc_cancel it",
                          call);
     r->freed = 1;
-    r->ctx->outstanding--;
+    r->ctx->eng.outstanding--;
     return PTSC_OK;
 }
 
@@ -1480,7 +1480,7 @@ static int engine_send(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype
     /* Nothing of this thread in flight, no framing: one plain MPI message
      * with no request object, from the caller's memory (host) or from a
      * ring slot (staged, one piece). */
-    if (!ctx->active && (!ptsc__g.framed || bytes <= chunk())) {
+    if (!ctx->eng.active && (!ptsc__g.framed || bytes <= chunk())) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
         int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK, done = 0;
         if (rc != PTSC_OK)
@@ -1529,8 +1529,8 @@ static int recv_matched(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type
     s->tag = tag;
     s->msg = msg;
     s->n = status_bytes(st);
-    s->next = ctx->stash; /* the stash was empty: this is its first entry */
-    ctx->stash = s;
+    s->next = ctx->eng.stash; /* the stash was empty: this is its first entry */
+    ctx->eng.stash = s;
     struct ptsc_request *r;
     int rc = engine_start(ctx, 1, buf, count, type, bytes, rank, thread, tag, call, &r);
     return rc != PTSC_OK ? rc : engine_wait(r, info);
@@ -1591,7 +1591,7 @@ static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type,
     /* Host memory, nothing of this thread in flight, no framing: one MPI
      * receive with no request object (guarded: a blocking matched probe
      * first, and a message that does not fit goes the request's way). */
-    if (!ctx->active && !ctx->stash) {
+    if (!ctx->eng.active && !ctx->eng.stash) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
         int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK, done = 0;
         if (rc != PTSC_OK)
@@ -1663,7 +1663,7 @@ static size_t stash_size(const struct ptsc__stash *s)
  * take any message a probe of (rank, thread, tag) could see. */
 static int receive_before(const ptsc_ctx_t *ctx, int rank, int thread, int tag)
 {
-    for (const struct ptsc_request *q = ctx->active; q; q = q->anext)
+    for (const struct ptsc_request *q = ctx->eng.active; q; q = q->anext)
         if (q->is_recv && !q->ops && q->state != R_DONE && unmatched(q) && q->thread == thread &&
             q->tag == tag && (q->rank == rank || q->rank == PTSC_ANY_RANK))
             return 1;
@@ -1729,7 +1729,7 @@ static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *fla
                         }
                     }
                     /* Append: stashed messages keep their arrival order. */
-                    struct ptsc__stash **pp = &ctx->stash;
+                    struct ptsc__stash **pp = &ctx->eng.stash;
                     while (*pp)
                         pp = &(*pp)->next;
                     *pp = s;
@@ -1756,12 +1756,12 @@ static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *fla
 
 static int engine_drain(ptsc_ctx_t *ctx)
 {
-    int pending = ctx->outstanding;
+    int pending = ctx->eng.outstanding;
     /* Receives that no message matched yet are cancelled; everything else
      * (sends, matched receives, collectives, which MPI cannot cancel)
      * completes, so MPI holds no request of ours and no buffer is freed
      * under a copy. */
-    for (struct ptsc_request *r = ctx->active, *next; r; r = next) {
+    for (struct ptsc_request *r = ctx->eng.active, *next; r; r = next) {
         next = r->anext;
         if (r->is_recv && r->state == R_MATCH) {
             fail(r, PTSC_ERR_PENDING);
@@ -1779,14 +1779,14 @@ static int engine_drain(ptsc_ctx_t *ctx)
                   pending, ctx->index);
     for (;;) {
         int busy = 0;
-        for (struct ptsc_request *r = ctx->active; r; r = r->anext)
+        for (struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
             busy |= r->state != R_DONE;
         if (!busy)
             break;
         idle(ctx, progress_pass(ctx));
     }
-    while (ctx->active)
-        complete(ctx->active, NULL);
+    while (ctx->eng.active)
+        complete(ctx->eng.active, NULL);
     return pending;
 }
 
@@ -1795,17 +1795,17 @@ static void engine_release(ptsc_ctx_t *ctx)
     /* A probed message belongs to the index, not to the thread that probed
      * it: the next holder receives it (a framed one's pieces still come on
      * the index's address), as it would have had nobody probed. */
-    if (ctx->stash && ptsc__g.stash_left) {
+    if (ctx->eng.stash && ptsc__g.stash_left) {
         struct ptsc__stash **pp = &ptsc__g.stash_left[ctx->index];
         while (*pp)
             pp = &(*pp)->next;
-        *pp = ctx->stash;
-        ctx->stash = NULL;
+        *pp = ctx->eng.stash;
+        ctx->eng.stash = NULL;
     }
     ptsc__ring_destroy(ctx);
-    while (ctx->req_free) {
-        struct ptsc_request *r = ctx->req_free;
-        ctx->req_free = r->next;
+    while (ctx->eng.req_free) {
+        struct ptsc_request *r = ctx->eng.req_free;
+        ctx->eng.req_free = r->next;
         if (r->ev)
             ptsc__gpu_event_destroy(r->ev);
         free(r);
@@ -1827,7 +1827,7 @@ static void engine_release(ptsc_ctx_t *ctx)
 #define DRIVE_MPI_MIN 4096
 static int needs_drive(const ptsc_ctx_t *ctx)
 {
-    for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
+    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext) {
         if (r->state == R_DONE)
             continue;
         if (r->ops) {
@@ -1847,7 +1847,7 @@ static int needs_drive(const ptsc_ctx_t *ctx)
  * staged send with a piece not copied yet, or a receive into device memory. */
 static int may_copy_user(const ptsc_ctx_t *ctx)
 {
-    for (const struct ptsc_request *r = ctx->active; r; r = r->anext) {
+    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext) {
         if (r->state == R_DONE || r->ops)
             continue;
         if (r->is_recv ? r->cls != PTSC_MEM_HOST : r->staged)
@@ -1873,17 +1873,17 @@ static int separate_stream(const ptsc_ctx_t *ctx)
 static void enter(ptsc_ctx_t *ctx)
 {
     ptsc__progress_enter(ctx);
-    if (ctx->agent_staged) {
-        ctx->stats.staged_bytes += ctx->agent_staged;
-        ctx->agent_staged = 0;
+    if (ctx->agent.staged) {
+        ctx->stats.staged_bytes += ctx->agent.staged;
+        ctx->agent.staged = 0;
     }
-    if (ctx->agent_queued) {
-        ctx->agent_queued = 0;
-        int rc = ctx->back_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->back_ev);
-        if (rc == PTSC_OK && (rc = ptsc__gpu_event_record(ctx->back_ev, ctx->astream)) == PTSC_OK)
-            rc = ptsc__gpu_stream_wait(ctx->stream, ctx->back_ev);
-        if (rc != PTSC_OK && ctx->astream) /* order by waiting instead */
-            (void)ptsc__gpu_stream_sync(ctx->astream);
+    if (ctx->agent.queued) {
+        ctx->agent.queued = 0;
+        int rc = ctx->agent.back_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->agent.back_ev);
+        if (rc == PTSC_OK && (rc = ptsc__gpu_event_record(ctx->agent.back_ev, ctx->agent.stream)) == PTSC_OK)
+            rc = ptsc__gpu_stream_wait(ctx->stream, ctx->agent.back_ev);
+        if (rc != PTSC_OK && ctx->agent.stream) /* order by waiting instead */
+            (void)ptsc__gpu_stream_sync(ctx->agent.stream);
     }
 }
 
@@ -1893,16 +1893,16 @@ static void leave(ptsc_ctx_t *ctx)
     if (want && separate_stream(ctx)) {
         /* One record covers every request started before it: only a start
          * since the last one needs a new record (not a wait or test). */
-        if (ctx->hand_new && may_copy_user(ctx)) {
-            int rc = ctx->hand_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->hand_ev);
+        if (ctx->agent.hand_new && may_copy_user(ctx)) {
+            int rc = ctx->agent.hand_ev ? PTSC_OK : ptsc__gpu_event_create(&ctx->agent.hand_ev);
             if (rc == PTSC_OK)
-                rc = ptsc__gpu_event_record(ctx->hand_ev, ctx->stream);
+                rc = ptsc__gpu_event_record(ctx->agent.hand_ev, ctx->stream);
             if (rc != PTSC_OK) {
                 ptsc__progress_leave(ctx, 0); /* without the event the owner drives its own copies */
                 return;
             }
-            ctx->hand_pending = 1;
-            ctx->hand_new = 0;
+            ctx->agent.hand_pending = 1;
+            ctx->agent.hand_new = 0;
         }
         ptsc__ring_settle(ctx); /* lazy events on the owner's stream: the agent cannot record them */
     }
@@ -1916,26 +1916,27 @@ static int agent_drive(ptsc_ctx_t *ctx, int *moved)
     if (ptsc__g.ndevices > 0 && ctx->stream && ptsc__gpu_set_device(ctx->device) != PTSC_OK)
         return 0; /* the owner drives it on its next call */
     if (separate_stream(ctx)) {
-        if (!ctx->astream && ptsc__gpu_stream_bind(PTSC_STREAM_OWNED, &ctx->astream) != PTSC_OK) {
-            ctx->astream = NULL;
+        if (!ctx->agent.stream && ptsc__gpu_stream_bind(PTSC_STREAM_OWNED, &ctx->agent.stream) != PTSC_OK) {
+            ctx->agent.stream = NULL;
             ptsc__log(PTSC__LOG_WARN,
                       "progress agent: no stream for thread %d (%s); its thread drives its "
                       "messages",
                       ctx->index, ptsc__tls()->detail);
             return 0;
         }
-        if (ctx->hand_pending && ptsc__gpu_stream_wait(ctx->astream, ctx->hand_ev) != PTSC_OK)
+        if (ctx->agent.hand_pending &&
+            ptsc__gpu_stream_wait(ctx->agent.stream, ctx->agent.hand_ev) != PTSC_OK)
             return 0;
-        ctx->hand_pending = 0;
-        ctx->qstream = ctx->astream;
+        ctx->agent.hand_pending = 0;
+        ctx->eng.qstream = ctx->agent.stream;
     }
-    unsigned long queued = ctx->queued;
-    ctx->by_agent = 1;
+    unsigned long queued = ctx->eng.queued;
+    ctx->agent.driving = 1;
     *moved = progress_pass(ctx);
-    ctx->by_agent = 0;
-    if (ctx->qstream != ctx->stream) {
-        ctx->agent_queued |= ctx->queued != queued;
-        ctx->qstream = ctx->stream;
+    ctx->agent.driving = 0;
+    if (ctx->eng.qstream != ctx->stream) {
+        ctx->agent.queued |= ctx->eng.queued != queued;
+        ctx->eng.qstream = ctx->stream;
     }
     return needs_drive(ctx);
 }
@@ -2070,18 +2071,18 @@ void ptsc__engine_release(ptsc_ctx_t *ctx)
 {
     /* The agent lets go first; then nothing but this thread touches ctx. */
     ptsc__progress_forget(ctx);
-    if (ctx->astream) {
-        (void)ptsc__gpu_stream_sync(ctx->astream);
-        ptsc__gpu_stream_release(PTSC_STREAM_OWNED, ctx->astream);
-        ctx->astream = NULL;
+    if (ctx->agent.stream) {
+        (void)ptsc__gpu_stream_sync(ctx->agent.stream);
+        ptsc__gpu_stream_release(PTSC_STREAM_OWNED, ctx->agent.stream);
+        ctx->agent.stream = NULL;
     }
-    if (ctx->hand_ev)
-        ptsc__gpu_event_destroy(ctx->hand_ev);
-    if (ctx->back_ev)
-        ptsc__gpu_event_destroy(ctx->back_ev);
-    ctx->hand_ev = ctx->back_ev = NULL;
-    ctx->stats.staged_bytes += ctx->agent_staged;
-    ctx->agent_staged = 0;
+    if (ctx->agent.hand_ev)
+        ptsc__gpu_event_destroy(ctx->agent.hand_ev);
+    if (ctx->agent.back_ev)
+        ptsc__gpu_event_destroy(ctx->agent.back_ev);
+    ctx->agent.hand_ev = ctx->agent.back_ev = NULL;
+    ctx->stats.staged_bytes += ctx->agent.staged;
+    ctx->agent.staged = 0;
     engine_release(ctx);
 }
 
@@ -2089,7 +2090,7 @@ void ptsc__engine_adopt(ptsc_ctx_t *ctx)
 {
     if (!ptsc__g.stash_left)
         return;
-    ctx->stash = ptsc__g.stash_left[ctx->index];
+    ctx->eng.stash = ptsc__g.stash_left[ctx->index];
     ptsc__g.stash_left[ctx->index] = NULL;
 }
 

@@ -572,7 +572,7 @@ static int icoll_progress(void *op, int *moved, int *rc)
         return 1;
     }
     if (s->ready) {
-        if (s->ctx->by_agent)
+        if (s->ctx->agent.driving)
             return 0;
     } else if (s->shared) {
         if (!sched_step(s, moved))
@@ -588,7 +588,7 @@ static int icoll_progress(void *op, int *moved, int *rc)
     /* The progress agent leaves the results to the owner: copying staged
      * results back goes on the owner's stream, and the staging pool is the
      * owner's (collectives use it outside the engine lock). */
-    if (s->ctx->by_agent) {
+    if (s->ctx->agent.driving) {
         s->ready = 1;
         return 0;
     }

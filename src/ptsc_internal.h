@@ -190,39 +190,49 @@ struct ptsc_ctx {
     int lazy;        /* attached by ptsc_self: unknown to the auto rule */
     pthread_t owner;
     ptsc_stats_t stats;
-    ptsc__stagebuf_t *stage_free;    /* idle pinned buffers */
-    ptsc__stagebuf_t *stage_pending; /* released, waiting for their copy to finish */
-    struct ptsc_request *req_free;   /* recycled request objects */
-    /* Transfer engine (engine.c): requests in flight, in the order they
+    /* Each module's part, released by that module (context.c calls them in
+     * turn: ptsc__engine_release, ptsc__stage_destroy, ptsc__sync_ctx_release). */
+    struct {
+        ptsc__stagebuf_t *free;    /* idle pinned buffers */
+        ptsc__stagebuf_t *pending; /* released, waiting for their copy to finish */
+    } pool;                        /* staging.c */
+    struct {
+        void *event; /* thread-scope sync and race check; NULL until first used */
+    } sync;          /* sync.c */
+    /* The transfer engine (engine.c): requests in flight, in the order they
      * started, and the number the program has not completed yet. */
-    struct ptsc_request *active, *active_tail;
-    int outstanding;
-    uint64_t idle_since;       /* ptsc__engine_idle: when the current idle stretch began (0: busy) */
-    unsigned next_id;          /* ids of framed messages this thread sends */
-    struct ptsc__stash *stash; /* probed, not yet received */
-    ptsc__ring_t ring[2];      /* PTSC__RING_SEND, PTSC__RING_RECV (ring.c) */
-    void *sync_event;          /* sync.c: thread-scope sync and race check; NULL until first used */
-    /* The progress agent (progress.c, engine.c). Everything below and the
-     * engine's fields above are touched only under the index's engine lock
-     * while PTSC_PROGRESS=thread. */
-    void *qstream;        /* where the engine queues copies now: stream, or astream while the agent drives */
-    void *astream;        /* PTSC_STREAM=per-thread: the agent's own stream for this context (owned) */
-    void *hand_ev;        /* recorded on stream when work is handed off; astream waits for it */
-    void *back_ev;        /* recorded on astream; stream waits for it when the owner comes back */
-    int hand_pending;     /* hand_ev recorded, astream has not waited for it yet */
-    int hand_new;         /* a request started since hand_ev was last recorded */
-    unsigned long queued; /* copies queued on qstream (ring.c, engine.c) */
-    int agent_queued;     /* the agent queued copies on astream that stream has not waited for */
-    int by_agent;         /* the agent drives now (icoll.c leaves collective results to the owner) */
-    unsigned long long agent_staged; /* staged bytes counted by the agent, added to stats by the owner */
+    struct {
+        struct ptsc_request *req_free; /* recycled request objects */
+        struct ptsc_request *active, *active_tail;
+        int outstanding;
+        uint64_t idle_since;       /* ptsc__engine_idle: when the current idle stretch began (0: busy) */
+        unsigned next_id;          /* ids of framed messages this thread sends */
+        struct ptsc__stash *stash; /* probed, not yet received */
+        void *qstream; /* where copies are queued now: stream, or agent.stream while the agent drives */
+        unsigned long queued; /* copies queued on qstream (ring.c, engine.c) */
+    } eng;
+    ptsc__ring_t ring[2]; /* ring.c: PTSC__RING_SEND, PTSC__RING_RECV; released by the engine */
+    /* The progress agent's hand-over (engine.c, progress.c). This and the
+     * engine's part are touched only under the index's engine lock while
+     * PTSC_PROGRESS=thread. */
+    struct {
+        void *stream;     /* PTSC_STREAM=per-thread: the agent's own stream for this context (owned) */
+        void *hand_ev;    /* recorded on stream when work is handed off; agent.stream waits for it */
+        void *back_ev;    /* recorded on agent.stream; stream waits for it when the owner comes back */
+        int hand_pending; /* hand_ev recorded, agent.stream has not waited for it yet */
+        int hand_new;     /* a request started since hand_ev was last recorded */
+        int queued;       /* the agent queued copies on agent.stream that stream has not waited for */
+        int driving;      /* the agent drives now (icoll.c leaves collective results to the owner) */
+        unsigned long long staged; /* staged bytes counted by the agent, added to stats by the owner */
+    } agent;
 };
 
 /* Count staged bytes: the agent must not write the counters the owner reads
  * and writes outside the engine lock (collectives), so it counts aside. */
 static inline void ptsc__count_staged(ptsc_ctx_t *ctx, size_t n)
 {
-    if (ctx->by_agent)
-        ctx->agent_staged += n;
+    if (ctx->agent.driving)
+        ctx->agent.staged += n;
     else
         ctx->stats.staged_bytes += n;
 }
@@ -542,7 +552,7 @@ int ptsc__request_mark(struct ptsc_request *r, int on);
  * message matched, free requests and stash. Returns how many were pending. */
 int ptsc__engine_drain(ptsc_ctx_t *ctx);
 /* Requests the program started and has not completed. */
-static inline int ptsc__engine_pending(const ptsc_ctx_t *ctx) { return ctx->outstanding; }
+static inline int ptsc__engine_pending(const ptsc_ctx_t *ctx) { return ctx->eng.outstanding; }
 /* Free the context's engine state (requests must be drained); its probed
  * messages no receive took stay with its index (ptsc__g.stash_left). */
 void ptsc__engine_release(ptsc_ctx_t *ctx);

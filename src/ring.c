@@ -58,7 +58,7 @@ static int settle(ptsc_ctx_t *ctx, ptsc__slot_t *s)
         return PTSC_OK;
     s->unrec = 0;
     if (same_stream(ctx, s))
-        return ptsc__gpu_event_record(s->event, ctx->qstream);
+        return ptsc__gpu_event_record(s->event, ctx->eng.qstream);
     int rc = ptsc__gpu_device_sync();
     s->ran = rc == PTSC_OK;
     return rc;
@@ -218,16 +218,16 @@ int ptsc__ring_copy(ptsc_ctx_t *ctx, ptsc__slot_t *s, void *dst, const void *src
     }
     s->ran = 0;
     s->by = pthread_self();
-    int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->qstream) : PTSC_OK;
-    ctx->queued++;
+    int rc = n ? ptsc__gpu_copy_async(dst, src, n, ctx->eng.qstream) : PTSC_OK;
+    ctx->eng.queued++;
     /* Until an event follows the copy (or the stream was waited for), the
      * slot is settled when someone asks (settle). */
     s->unrec = 1;
     if (rc == PTSC_OK && how == PTSC__COPY_RECORD &&
-        (rc = ptsc__gpu_event_record(s->event, ctx->qstream)) == PTSC_OK)
+        (rc = ptsc__gpu_event_record(s->event, ctx->eng.qstream)) == PTSC_OK)
         s->unrec = 0;
     else if (rc == PTSC_OK && how == PTSC__COPY_SYNC &&
-             (rc = ptsc__gpu_stream_sync(ctx->qstream)) == PTSC_OK) {
+             (rc = ptsc__gpu_stream_sync(ctx->eng.qstream)) == PTSC_OK) {
         s->unrec = 0;
         s->ran = 1;
     }

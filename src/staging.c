@@ -1,7 +1,7 @@
 /*
  * Per-thread pinned staging buffers.
  *
- * Each context owns a pool: stage_free holds idle buffers, stage_pending
+ * Each context owns a pool: pool.free holds idle buffers, pool.pending
  * buffers that were released while a copy queued on the context's stream
  * may still read or write them. A pending buffer carries an event recorded
  * on the stream at release; it moves back to the idle list only once that
@@ -51,7 +51,7 @@ static void ptsc__stage_free_one(ptsc__stagebuf_t *sb)
 /* Move pending buffers whose copies have finished to the idle list. */
 static int ptsc__stage_reap(ptsc_ctx_t *ctx)
 {
-    ptsc__stagebuf_t **pp = &ctx->stage_pending;
+    ptsc__stagebuf_t **pp = &ctx->pool.pending;
     while (*pp != NULL) {
         ptsc__stagebuf_t *sb = *pp;
         int done = 0, rc = ptsc__gpu_event_done(sb->event, &done);
@@ -59,8 +59,8 @@ static int ptsc__stage_reap(ptsc_ctx_t *ctx)
             return rc;
         if (done) {
             *pp = sb->next;
-            sb->next = ctx->stage_free;
-            ctx->stage_free = sb;
+            sb->next = ctx->pool.free;
+            ctx->pool.free = sb;
         } else {
             pp = &sb->next;
         }
@@ -74,7 +74,7 @@ static void ptsc__stage_trim(ptsc_ctx_t *ctx, const ptsc__stagebuf_t *keep)
     for (;;) {
         size_t idle = 0;
         ptsc__stagebuf_t **big = NULL, **pp;
-        for (pp = &ctx->stage_free; *pp != NULL; pp = &(*pp)->next) {
+        for (pp = &ctx->pool.free; *pp != NULL; pp = &(*pp)->next) {
             idle += (*pp)->size;
             if (*pp != keep && (big == NULL || (*pp)->size > (*big)->size))
                 big = pp;
@@ -100,7 +100,7 @@ int ptsc__stage_acquire(ptsc_ctx_t *ctx, size_t bytes, ptsc__stagebuf_t **out)
     rc = ptsc__stage_reap(ctx);
     if (rc != PTSC_OK)
         return rc;
-    for (pp = &ctx->stage_free; *pp != NULL; pp = &(*pp)->next)
+    for (pp = &ctx->pool.free; *pp != NULL; pp = &(*pp)->next)
         if ((*pp)->size >= bytes && (best == NULL || (*pp)->size < (*best)->size))
             best = pp;
     if (best != NULL) {
@@ -153,13 +153,13 @@ int ptsc__stage_release(ptsc_ctx_t *ctx, ptsc__stagebuf_t *sb, int after_stream)
                 return rc;
             }
         } else {
-            sb->next = ctx->stage_pending;
-            ctx->stage_pending = sb;
+            sb->next = ctx->pool.pending;
+            ctx->pool.pending = sb;
             return PTSC_OK;
         }
     }
-    sb->next = ctx->stage_free;
-    ctx->stage_free = sb;
+    sb->next = ctx->pool.free;
+    ctx->pool.free = sb;
     ptsc__stage_trim(ctx, sb);
     return PTSC_OK;
 }
@@ -173,15 +173,15 @@ void ptsc__stage_destroy(ptsc_ctx_t *ctx)
      * before freeing (cudaFreeHost would also wait, but only for the whole
      * device). Errors are ignored: at thread or process exit the runtime
      * may already be gone, and the memory is released either way. */
-    for (sb = ctx->stage_pending; sb != NULL; sb = next) {
+    for (sb = ctx->pool.pending; sb != NULL; sb = next) {
         next = sb->next;
         (void)ptsc__gpu_event_sync(sb->event);
         ptsc__stage_free_one(sb);
     }
-    for (sb = ctx->stage_free; sb != NULL; sb = next) {
+    for (sb = ctx->pool.free; sb != NULL; sb = next) {
         next = sb->next;
         ptsc__stage_free_one(sb);
     }
-    ctx->stage_pending = NULL;
-    ctx->stage_free = NULL;
+    ctx->pool.pending = NULL;
+    ctx->pool.free = NULL;
 }

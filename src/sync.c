@@ -73,12 +73,12 @@ static int wide_sync_all(ptsc_ctx_t *ctx, int scope)
  * ptsc__sync_ctx_release. */
 static int ctx_event(ptsc_ctx_t *ctx, void **ev)
 {
-    if (ctx->sync_event == NULL) {
-        int rc = ptsc__gpu_event_create(&ctx->sync_event);
+    if (ctx->sync.event == NULL) {
+        int rc = ptsc__gpu_event_create(&ctx->sync.event);
         if (rc != PTSC_OK)
             return rc;
     }
-    *ev = ctx->sync_event;
+    *ev = ctx->sync.event;
     return PTSC_OK;
 }
 
@@ -213,9 +213,9 @@ void ptsc__sync_ctx_release(ptsc_ctx_t *ctx)
 {
     /* cudaEventDestroy on an event still pending returns at once; CUDA frees
      * it when it completes. */
-    if (ctx->sync_event != NULL)
-        ptsc__gpu_event_destroy(ctx->sync_event);
-    ctx->sync_event = NULL;
+    if (ctx->sync.event != NULL)
+        ptsc__gpu_event_destroy(ctx->sync.event);
+    ctx->sync.event = NULL;
 }
 
 /* Perform a resolved, non-none scope's sync (capture already checked),

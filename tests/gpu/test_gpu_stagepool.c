@@ -10,7 +10,7 @@ static size_t idle_bytes(ptsc_ctx_t *ctx, int *n)
 {
     size_t b = 0;
     *n = 0;
-    for (ptsc__stagebuf_t *sb = ctx->stage_free; sb; sb = sb->next, ++*n)
+    for (ptsc__stagebuf_t *sb = ctx->pool.free; sb; sb = sb->next, ++*n)
         b += sb->size;
     return b;
 }
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     double t0 = gt_now_ms();
     ptsc__stage_destroy(ctx);
     printf("pool: destroy with a pending buffer took %.1f ms\n", gt_now_ms() - t0);
-    GT_CHECK(ctx->stage_free == NULL && ctx->stage_pending == NULL, "pool not empty after destroy");
+    GT_CHECK(ctx->pool.free == NULL && ctx->pool.pending == NULL, "pool not empty after destroy");
 
     GT_CUDA(cudaFree(dev));
     GT_OK(ptsc_thread_detach());
