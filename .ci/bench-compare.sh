@@ -47,10 +47,28 @@ if [ $# -lt 1 ] || [ $# -gt 2 ] || [ "${1#-}" != "$1" ]; then
   sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
   exit 2
 fi
-ROOT=$(git rev-parse --show-toplevel) || exit 2
+# A revision may also be a source tree (a folder: where there is no git
+# history, as on the GPU machine; `git archive REV | tar -x -C DIR` makes
+# one, and DIR/.rev may hold its label), and NEW_REV may be "." (the tree
+# the script runs in).
+ROOT=$(git rev-parse --show-toplevel 2>/dev/null || pwd)
 cd "$ROOT" || exit 2
-OLD=$(git rev-parse --verify "$1^{commit}") || { echo "bench-compare: no such revision: $1" >&2; exit 2; }
-NEW=$(git rev-parse --verify "${2:-HEAD}^{commit}") || { echo "bench-compare: no such revision: ${2:-HEAD}" >&2; exit 2; }
+declare -A SRC=()
+resolve() { # resolve NAME REV: sets the variable NAME (a commit, or a label for a tree)
+  if [ -d "$2" ]; then
+    SRC[${1,,}]=$(cd "$2" && pwd)
+    printf -v "$1" '%s' "$(cat "$2/.rev" 2>/dev/null || basename "${SRC[${1,,}]}")"
+  else
+    local sha
+    sha=$(git rev-parse --verify "$2^{commit}") || { echo "bench-compare: no such revision: $2" >&2; exit 2; }
+    printf -v "$1" '%s' "$sha"
+  fi
+}
+resolve OLD "$1"
+resolve NEW "${2:-HEAD}"
+label() { # label NAME SHA
+  if [ -n "${SRC[$1]:-}" ]; then echo "$2 (source tree ${SRC[$1]})"; else git log -1 --format='%h %s' "$2" | cut -c1-100; fi
+}
 ROUNDS=${ROUNDS:-5}
 CMP_DIR=${CMP_DIR:-/tmp/bench-compare-$(id -un)}
 CMP_MPI=${CMP_MPI:-sys}
@@ -91,7 +109,9 @@ fi
 # build NAME SHA: a detached worktree at SHA and its build of bench_host.
 build() {
   local name=$1 sha=$2 src=$CMP_DIR/src-$1 bld=$CMP_DIR/build-$1
-  if [ -d "$src" ] && [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$sha" ]; then
+  if [ -n "${SRC[$name]:-}" ]; then
+    src=${SRC[$name]}
+  elif [ -d "$src" ] && [ "$(git -C "$src" rev-parse HEAD 2>/dev/null)" != "$sha" ]; then
     git worktree remove --force "$src" >/dev/null 2>&1 || rm -rf "$src"
     git worktree prune
     rm -rf "$bld"
@@ -102,7 +122,7 @@ build() {
       return 1
     }
   fi
-  echo "bench-compare: building $name ($(git log -1 --format='%h %s' "$sha" | cut -c1-70)) in $bld" >&2
+  echo "bench-compare: building $name ($(label "$name" "$sha" | cut -c1-70)) in $bld" >&2
   cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTSC_BUILD_EXAMPLES=OFF ${MPI_ARGS[@]+"${MPI_ARGS[@]}"} \
     "${EXTRA[@]}" >"$RAW/$name-configure.log" 2>&1 &&
     cmake --build "$bld" -j "$JOBS" --target bench_host >"$RAW/$name-build.log" 2>&1 || {
@@ -229,14 +249,14 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
-echo "# bench-compare: $(git log -1 --format=%h "$OLD") (old) against $(git log -1 --format=%h "$NEW") (new)"
+echo "# bench-compare: $(label old "$OLD" | cut -d' ' -f1) (old) against $(label new "$NEW" | cut -d' ' -f1) (new)"
 echo
 echo "Command: \`ROUNDS=$ROUNDS${CMP_TARGET_MS:+ CMP_TARGET_MS=$CMP_TARGET_MS}${CMP_OLD_ENV:+ CMP_OLD_ENV=\"$CMP_OLD_ENV\"}${CMP_NEW_ENV:+ CMP_NEW_ENV=\"$CMP_NEW_ENV\"} bash .ci/bench-compare.sh $*\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - T0)) s of runs."
 echo
 echo "Machine: $(nproc) cores; $(if [ "$HAVE_GPU" = 1 ]; then nvidia-smi -L | head -1; else echo no GPU; fi); load average $LOAD0 at the start, $LOAD1 at the end; MPI: $("$MPIEXEC" --version 2>&1 | head -1); cmake: ${MPI_ARGS[*]:-} ${EXTRA[*]}."
 echo
-echo "- old: $(git log -1 --format='%h %s' "$OLD" | cut -c1-100)${CMP_OLD_ENV:+; run with $CMP_OLD_ENV}"
-echo "- new: $(git log -1 --format='%h %s' "$NEW" | cut -c1-100)${CMP_NEW_ENV:+; run with $CMP_NEW_ENV}"
+echo "- old: $(label old "$OLD")${CMP_OLD_ENV:+; run with $CMP_OLD_ENV}"
+echo "- new: $(label new "$NEW")${CMP_NEW_ENV:+; run with $CMP_NEW_ENV}"
 echo
 table
 echo
