@@ -742,8 +742,14 @@ static void f_test(void *real, const char *call, MPI_Fint *req, MPI_Fint *flag, 
 }
 
 /* Waitall, Testall, Waitany, Testany, Waitsome, Testsome: which requests
- * completed, from what MPI's function returned (indices are Fortran's,
- * from 1). */
+ * completed, from what MPI's function returned. Indices are Fortran's,
+ * from 1, but MPICH 4.0's mpi_f08 returns them from 0 (pmodels/mpich#6270,
+ * fixed in 4.1), and mpi_f08's are the only ones wrapped for MPICH. */
+#if defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 40100000
+#define FIRST 0
+#else
+#define FIRST 1
+#endif
 static char *marks(int n, char *few)
 {
     char *d = n <= 16 ? few : calloc((size_t)n, 1);
@@ -799,8 +805,8 @@ static void f_waitany(void *real, const char *call, MPI_Fint *count, MPI_Fint *r
     *index = MPI_UNDEFINED;
     ((void(*) P_waitany)real)(count, reqs, index, st, e);
     char few[16], *d = marks(t.n, few);
-    if (d && *index != MPI_UNDEFINED && *index >= 1 && *index <= t.n)
-        d[*index - 1] = 1;
+    if (d && *index != MPI_UNDEFINED && *index >= FIRST && *index < t.n + FIRST)
+        d[*index - FIRST] = 1;
     result(e, conclude_all(&t, reqs, d));
     if (d != few)
         free(d);
@@ -818,8 +824,8 @@ static void f_testany(void *real, const char *call, MPI_Fint *count, MPI_Fint *r
     *flag = 0;
     ((void(*) P_testany)real)(count, reqs, index, flag, st, e);
     char few[16], *d = marks(t.n, few);
-    if (d && *flag && *index != MPI_UNDEFINED && *index >= 1 && *index <= t.n)
-        d[*index - 1] = 1;
+    if (d && *flag && *index != MPI_UNDEFINED && *index >= FIRST && *index < t.n + FIRST)
+        d[*index - FIRST] = 1;
     result(e, conclude_all(&t, reqs, d));
     if (d != few)
         free(d);
@@ -838,8 +844,8 @@ static void some(int test, void *real, MPI_Fint *count, MPI_Fint *reqs, MPI_Fint
     ((void(*) P_waitsome)real)(count, reqs, outcount, indices, sts, e);
     char few[16], *d = marks(t.n, few);
     for (int k = 0; d && *outcount != MPI_UNDEFINED && k < *outcount; k++)
-        if (indices[k] >= 1 && indices[k] <= t.n)
-            d[indices[k] - 1] = 1;
+        if (indices[k] >= FIRST && indices[k] < t.n + FIRST)
+            d[indices[k] - FIRST] = 1;
     result(e, conclude_all(&t, reqs, d));
     if (d != few)
         free(d);

@@ -55,6 +55,14 @@ program f_interpose
   integer :: msg
 #endif
   integer, allocatable :: gat(:), a2a_s(:)
+  ! MPICH 4.0's mpi_f08 returns the indices of Waitany, Testany, Waitsome
+  ! and Testsome from 0 (pmodels/mpich#6270, fixed in 4.1): CMake sets
+  ! F_INDEX_FIX=1 there, and the indices are checked shifted.
+#if defined(F_INDEX_FIX)
+  integer, parameter :: index_fix = F_INDEX_FIX
+#else
+  integer, parameter :: index_fix = 0
+#endif
   integer, allocatable, volatile :: a2a_r(:)
 
   interface
@@ -153,24 +161,37 @@ program f_interpose
   call MPI_Waitall(2, rq, sts, ierr)
   call check_ring(rb, 'Imrecv')
 
-  ! Four receives completed by Waitany, Waitsome, Testany and Test loops.
+  ! Four receives completed by Waitany, Waitsome, Testany and Testall. The
+  ! messages of receives 2 and 4 are sent only after every rank's Waitany
+  ! and Waitsome returned (a barrier), so those two are still running there: a wrapper that took
+  ! a wrong index for a completed one would settle a running receive
+  ! early (and its data would never come back).
   rbs = 0
   do i = 1, 4
     expect_bufs = expect_bufs + 1
     call MPI_Irecv(rbs(:, i), n, MPI_INTEGER, prev, 10 + i, MPI_COMM_WORLD, rq(i), ierr)
   end do
-  do i = 1, 4
+  do i = 1, 3, 2
     expect_bufs = expect_bufs + 1
     call MPI_Send(sb, n, MPI_INTEGER, next, 10 + i, MPI_COMM_WORLD, ierr)
   end do
   call MPI_Waitany(4, rq, idx, st, ierr)
-  call check(idx >= 1 .and. idx <= 4, 'Waitany index')
+  idx = idx + index_fix
+  call check(idx == 1 .or. idx == 3, 'Waitany index')
   call MPI_Waitsome(4, rq, outcount, indices, sts, ierr)
-  call check(outcount >= 1, 'Waitsome outcount')
+  call check(outcount == 1 .and. indices(1) + index_fix == 4 - idx, 'Waitsome indices')
+  ! Messages 2 and 4 leave only when every rank is past its Waitsome.
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  do i = 2, 4, 2
+    expect_bufs = expect_bufs + 1
+    call MPI_Send(sb, n, MPI_INTEGER, next, 10 + i, MPI_COMM_WORLD, ierr)
+  end do
   flag = .false.
   do while (.not. flag)
     call MPI_Testany(4, rq, idx, flag, st, ierr)
   end do
+  idx = idx + index_fix
+  call check(idx == 2 .or. idx == 4, 'Testany index')
   flag = .false.
   do while (.not. flag)
     call MPI_Testall(4, rq, flag, sts, ierr)
