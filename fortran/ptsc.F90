@@ -14,8 +14,9 @@
 ! constant with its C value.
 !
 ! Not bound (C only): ptsc_init's argc/argv (ptsc_init here passes none),
-! the *_info calls and probes, the non-blocking and v / w collectives,
-! ptsc_ctx_stats, ptsc_ctx_stream, ptsc_mem_class and ptsc_config_print.
+! the *_info calls and probes, waitany / testall / testsome, the
+! non-blocking collectives, ptsc_ctx_stats, ptsc_ctx_stream, ptsc_mem_class
+! and ptsc_config_print.
 module ptsc
   use, intrinsic :: iso_c_binding
   implicit none
@@ -59,7 +60,8 @@ module ptsc
   public :: ptsc_send, ptsc_recv, ptsc_isend, ptsc_irecv, ptsc_sendrecv, ptsc_wait, ptsc_waitall, ptsc_test, &
             ptsc_cancel, ptsc_request_free
   public :: ptsc_barrier, ptsc_bcast, ptsc_reduce, ptsc_allreduce, ptsc_scan, ptsc_exscan, &
-            ptsc_reduce_scatter_block, ptsc_allgather, ptsc_alltoall, ptsc_gather, ptsc_scatter
+            ptsc_reduce_scatter_block, ptsc_allgather, ptsc_alltoall, ptsc_gather, ptsc_scatter, ptsc_gatherv, &
+            ptsc_scatterv, ptsc_allgatherv, ptsc_alltoallv
   public :: ptsc_world_barrier, ptsc_world_bcast, ptsc_world_reduce, ptsc_world_allreduce, ptsc_world_allgather
   public :: ptsc_omp_run
 
@@ -627,6 +629,97 @@ contains
     BUF_ARG(rbuf, rp)
     rc = c(ctx, sp, scount, stype, rp, rcount, rtype, root)
   end function ptsc_scatter
+
+  !> The v forms: counts and displacements in elements of the type, one per
+  !> rank (arrays of at least the number of ranks), as in C.
+  integer(c_int) function ptsc_gatherv(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root) result(rc)
+    type(ptsc_ctx), intent(in) :: ctx
+    type(*), dimension(..), target, intent(in) :: sbuf
+    type(*), dimension(..), target, intent(inout) :: rbuf
+    integer, intent(in) :: scount, stype, rtype, root
+    integer(c_int), intent(in) :: rcounts(*), displs(*)
+    type(c_ptr) :: sp, rp
+    interface
+      function c(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root) bind(C, name='ptsc_f_gatherv')
+        import :: c_int, c_ptr, ptsc_ctx
+        type(ptsc_ctx), value :: ctx
+        type(c_ptr), value :: sbuf, rbuf
+        integer(c_int), value :: scount, stype, rtype, root
+        integer(c_int), intent(in) :: rcounts(*), displs(*)
+        integer(c_int) :: c
+      end function c
+    end interface
+    BUF_ARG(sbuf, sp)
+    BUF_ARG(rbuf, rp)
+    rc = c(ctx, sp, scount, stype, rp, rcounts, displs, rtype, root)
+  end function ptsc_gatherv
+
+  integer(c_int) function ptsc_scatterv(ctx, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root) result(rc)
+    type(ptsc_ctx), intent(in) :: ctx
+    type(*), dimension(..), target, intent(in) :: sbuf
+    type(*), dimension(..), target, intent(inout) :: rbuf
+    integer, intent(in) :: stype, rcount, rtype, root
+    integer(c_int), intent(in) :: scounts(*), displs(*)
+    type(c_ptr) :: sp, rp
+    interface
+      function c(ctx, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root) bind(C, name='ptsc_f_scatterv')
+        import :: c_int, c_ptr, ptsc_ctx
+        type(ptsc_ctx), value :: ctx
+        type(c_ptr), value :: sbuf, rbuf
+        integer(c_int), intent(in) :: scounts(*), displs(*)
+        integer(c_int), value :: stype, rcount, rtype, root
+        integer(c_int) :: c
+      end function c
+    end interface
+    BUF_ARG(sbuf, sp)
+    BUF_ARG(rbuf, rp)
+    rc = c(ctx, sp, scounts, displs, stype, rp, rcount, rtype, root)
+  end function ptsc_scatterv
+
+  integer(c_int) function ptsc_allgatherv(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype) result(rc)
+    type(ptsc_ctx), intent(in) :: ctx
+    type(*), dimension(..), target, intent(in) :: sbuf
+    type(*), dimension(..), target, intent(inout) :: rbuf
+    integer, intent(in) :: scount, stype, rtype
+    integer(c_int), intent(in) :: rcounts(*), displs(*)
+    type(c_ptr) :: sp, rp
+    interface
+      function c(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype) bind(C, name='ptsc_f_allgatherv')
+        import :: c_int, c_ptr, ptsc_ctx
+        type(ptsc_ctx), value :: ctx
+        type(c_ptr), value :: sbuf, rbuf
+        integer(c_int), value :: scount, stype, rtype
+        integer(c_int), intent(in) :: rcounts(*), displs(*)
+        integer(c_int) :: c
+      end function c
+    end interface
+    BUF_ARG(sbuf, sp)
+    BUF_ARG(rbuf, rp)
+    rc = c(ctx, sp, scount, stype, rp, rcounts, displs, rtype)
+  end function ptsc_allgatherv
+
+  integer(c_int) function ptsc_alltoallv(ctx, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype) &
+    result(rc)
+    type(ptsc_ctx), intent(in) :: ctx
+    type(*), dimension(..), target, intent(in) :: sbuf
+    type(*), dimension(..), target, intent(inout) :: rbuf
+    integer, intent(in) :: stype, rtype
+    integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
+    type(c_ptr) :: sp, rp
+    interface
+      function c(ctx, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype) bind(C, name='ptsc_f_alltoallv')
+        import :: c_int, c_ptr, ptsc_ctx
+        type(ptsc_ctx), value :: ctx
+        type(c_ptr), value :: sbuf, rbuf
+        integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
+        integer(c_int), value :: stype, rtype
+        integer(c_int) :: c
+      end function c
+    end interface
+    BUF_ARG(sbuf, sp)
+    BUF_ARG(rbuf, rp)
+    rc = c(ctx, sp, scounts, sdispls, stype, rp, rcounts, rdispls, rtype)
+  end function ptsc_alltoallv
 
   !> Collectives over every thread of every rank (nthreads: the threads per
   !> rank taking part, PTSC_WORLD_TEAM inside an OpenMP region).

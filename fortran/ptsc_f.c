@@ -52,6 +52,15 @@ PTSC_F_API int ptsc_f_gather(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_
                              int rcount, MPI_Fint rtype, int root);
 PTSC_F_API int ptsc_f_scatter(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype, void *rbuf,
                               int rcount, MPI_Fint rtype, int root);
+PTSC_F_API int ptsc_f_gatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype, void *rbuf,
+                              const int rcounts[], const int displs[], MPI_Fint rtype, int root);
+PTSC_F_API int ptsc_f_scatterv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int displs[],
+                               MPI_Fint stype, void *rbuf, int rcount, MPI_Fint rtype, int root);
+PTSC_F_API int ptsc_f_allgatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype, void *rbuf,
+                                 const int rcounts[], const int displs[], MPI_Fint rtype);
+PTSC_F_API int ptsc_f_alltoallv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int sdispls[],
+                                MPI_Fint stype, void *rbuf, const int rcounts[], const int rdispls[],
+                                MPI_Fint rtype);
 PTSC_F_API int ptsc_f_world_bcast(ptsc_ctx_t *ctx, int nthreads, void *buf, int count, MPI_Fint type,
                                   int root_rank, int root_thread);
 PTSC_F_API int ptsc_f_world_reduce(ptsc_ctx_t *ctx, int nthreads, const void *sbuf, void *rbuf, int count,
@@ -170,6 +179,32 @@ int ptsc_f_scatter(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype
                    MPI_Fint rtype, int root)
 {
     return ptsc_scatter(ctx, sbuf, scount, T(stype), rbuf, rcount, T(rtype), root);
+}
+
+/* The v forms: counts and displacements are Fortran default integers
+ * (MPI_Fint, the C int here), in elements of the type as in C. */
+int ptsc_f_gatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype, void *rbuf,
+                   const int rcounts[], const int displs[], MPI_Fint rtype, int root)
+{
+    return ptsc_gatherv(ctx, sbuf, scount, T(stype), rbuf, rcounts, displs, T(rtype), root);
+}
+
+int ptsc_f_scatterv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int displs[],
+                    MPI_Fint stype, void *rbuf, int rcount, MPI_Fint rtype, int root)
+{
+    return ptsc_scatterv(ctx, sbuf, scounts, displs, T(stype), rbuf, rcount, T(rtype), root);
+}
+
+int ptsc_f_allgatherv(ptsc_ctx_t *ctx, const void *sbuf, int scount, MPI_Fint stype, void *rbuf,
+                      const int rcounts[], const int displs[], MPI_Fint rtype)
+{
+    return ptsc_allgatherv(ctx, sbuf, scount, T(stype), rbuf, rcounts, displs, T(rtype));
+}
+
+int ptsc_f_alltoallv(ptsc_ctx_t *ctx, const void *sbuf, const int scounts[], const int sdispls[],
+                     MPI_Fint stype, void *rbuf, const int rcounts[], const int rdispls[], MPI_Fint rtype)
+{
+    return ptsc_alltoallv(ctx, sbuf, scounts, sdispls, T(stype), rbuf, rcounts, rdispls, T(rtype));
 }
 
 int ptsc_f_world_bcast(ptsc_ctx_t *ctx, int nthreads, void *buf, int count, MPI_Fint type, int root_rank,
