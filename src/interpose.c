@@ -1799,7 +1799,13 @@ PTSC_MPI_API int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
 /* For the Fortran entry points (interpose_fortran.c)                        */
 /* ------------------------------------------------------------------------ */
 
-void ptsc__ipose_start(void) { setup(); }
+/* After a Fortran MPI_Init*: set up once, should the MPI's Fortran
+ * function have gone through the C MPI_Init* wrapper too. */
+void ptsc__ipose_start(void)
+{
+    if (!atomic_load(&ready))
+        setup();
+}
 
 int ptsc__ipose_prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
                      const char *call)
