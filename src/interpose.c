@@ -1821,6 +1821,17 @@ int ptsc__ipose_prep_coll(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf,
     return prep2(s, r, sbuf, scount, stype, rbuf, rcount, rtype, &c, call);
 }
 
+int ptsc__ipose_prep_coll_v(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
+                            const int *scounts, const int *sdispls, MPI_Datatype stype, int suse, void *rbuf,
+                            MPI_Count rcount, const int *rcounts, const int *rdispls, MPI_Datatype rtype,
+                            int ruse, const char *call)
+{
+    coll_t c = coll(comm, sbuf, suse, rbuf, ruse);
+    blocks_t sv = {c.n, scounts, sdispls, NULL, stype}, rv = {c.n, rcounts, rdispls, NULL, rtype};
+    return prep2_any(s, r, sbuf, scount, stype, scounts ? &sv : NULL, rbuf, rcount, rtype,
+                     rcounts ? &rv : NULL, &c, call);
+}
+
 void *ptsc__ipose_wire(const mbuf_t *b) { return wire(b); }
 
 int ptsc__ipose_done(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)

@@ -210,6 +210,45 @@ static int froot(MPI_Comm comm, int root)
     (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, \
      MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
 #define A_iallgather (sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr)
+#define P_gatherv                                                                                    \
+    (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, \
+     MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+#define A_gatherv (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr)
+#define P_igatherv                                                                                   \
+    (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, \
+     MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+#define A_igatherv (sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req, ierr)
+#define P_scatterv                                                                                   \
+    (void *sbuf, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, \
+     MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+#define A_scatterv (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr)
+#define P_iscatterv                                                                                  \
+    (void *sbuf, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, \
+     MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+#define A_iscatterv (sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req, ierr)
+#define P_allgatherv                                                                                 \
+    (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, \
+     MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
+#define A_allgatherv (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr)
+#define P_iallgatherv                                                                                \
+    (void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, \
+     MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+#define A_iallgatherv (sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req, ierr)
+#define P_alltoallv                                                                                    \
+    (void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, \
+     MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
+#define A_alltoallv (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr)
+#define P_ialltoallv                                                                                   \
+    (void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, \
+     MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+#define A_ialltoallv (sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr)
+#define P_redscat \
+    (void *sbuf, void *rbuf, MPI_Fint *rcounts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+#define A_redscat (sbuf, rbuf, rcounts, type, op, comm, ierr)
+#define P_iredscat                                                                                           \
+    (void *sbuf, void *rbuf, MPI_Fint *rcounts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, \
+     MPI_Fint *ierr)
+#define A_iredscat (sbuf, rbuf, rcounts, type, op, comm, req, ierr)
 #define P_init (MPI_Fint * ierr)
 #define A_init (ierr)
 #define P_init_thread (MPI_Fint * required, MPI_Fint * provided, MPI_Fint * ierr)
@@ -601,6 +640,187 @@ static void f_ialltoall(void *real, const char *call, void *sbuf, MPI_Fint *scou
 {
     allgather(1, real, call, sbuf, scount, stype, rbuf, rcount, rtype, comm, req, ierr);
 }
+/* The v forms: a side given by counts (and displacements) is one block per
+ * rank, staged block by block (interpose.c). */
+static int vprep(mbuf_t *s, mbuf_t *r, MPI_Comm c, void *sbuf, const MPI_Fint *scount,
+                 const MPI_Fint *scounts, const MPI_Fint *sdispls, MPI_Fint *stype, int suse, void *rbuf,
+                 const MPI_Fint *rcount, const MPI_Fint *rcounts, const MPI_Fint *rdispls, MPI_Fint *rtype,
+                 int ruse, MPI_Fint *e, MPI_Fint *req, const char *call)
+{
+    int rc = ptsc__ipose_prep_coll_v(s, r, c, fbuf(sbuf), scount ? *scount : 0, scounts, sdispls,
+                                     ftype(stype), suse, fbuf(rbuf), rcount ? *rcount : 0, rcounts, rdispls,
+                                     ftype(rtype), ruse, call);
+    if (rc != MPI_SUCCESS)
+        fail_before(c, rc, e, req);
+    return rc;
+}
+
+static void gatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf,
+                    MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
+                    MPI_Fint *req, MPI_Fint *ierr)
+{
+    MPI_Fint own, *e = IERR(ierr, own);
+    MPI_Comm c = fcomm(comm);
+    mbuf_t s, r;
+    if (vprep(&s, &r, c, sbuf, scount, NULL, NULL, stype, 1, rbuf, NULL, rcounts, displs, rtype,
+              froot(c, *root), e, req, call) != MPI_SUCCESS)
+        return;
+    if (req)
+        ((void(*) P_igatherv)real)(fwire(&s, sbuf), scount, stype, fwire(&r, rbuf), rcounts, displs, rtype,
+                                   root, comm, req, e);
+    else
+        ((void(*) P_gatherv)real)(fwire(&s, sbuf), scount, stype, fwire(&r, rbuf), rcounts, displs, rtype,
+                                  root, comm, e);
+    cdone(e, req, &s, &r, c, call);
+}
+
+static void f_gatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype, void *rbuf,
+                      MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
+                      MPI_Fint *ierr)
+{
+    gatherv(real, call, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, NULL, ierr);
+}
+
+static void f_igatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+                       void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root,
+                       MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    gatherv(real, call, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req, ierr);
+}
+
+static void scatterv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *displs,
+                     MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root,
+                     MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    MPI_Fint own, *e = IERR(ierr, own);
+    MPI_Comm c = fcomm(comm);
+    mbuf_t s, r;
+    if (vprep(&s, &r, c, sbuf, NULL, scounts, displs, stype, froot(c, *root), rbuf, rcount, NULL, NULL, rtype,
+              1, e, req, call) != MPI_SUCCESS)
+        return;
+    if (req)
+        ((void(*) P_iscatterv)real)(fwire(&s, sbuf), scounts, displs, stype, fwire(&r, rbuf), rcount, rtype,
+                                    root, comm, req, e);
+    else
+        ((void(*) P_scatterv)real)(fwire(&s, sbuf), scounts, displs, stype, fwire(&r, rbuf), rcount, rtype,
+                                   root, comm, e);
+    cdone(e, req, &s, &r, c, call);
+}
+
+static void f_scatterv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *displs,
+                       MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root,
+                       MPI_Fint *comm, MPI_Fint *ierr)
+{
+    scatterv(real, call, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, NULL, ierr);
+}
+
+static void f_iscatterv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *displs,
+                        MPI_Fint *stype, void *rbuf, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root,
+                        MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    scatterv(real, call, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req, ierr);
+}
+
+static void allgatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+                       void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                       MPI_Fint *req, MPI_Fint *ierr)
+{
+    MPI_Fint own, *e = IERR(ierr, own);
+    MPI_Comm c = fcomm(comm);
+    mbuf_t s, r;
+    if (vprep(&s, &r, c, sbuf, scount, NULL, NULL, stype, 1, rbuf, NULL, rcounts, displs, rtype, 1, e, req,
+              call) != MPI_SUCCESS)
+        return;
+    if (req)
+        ((void(*) P_iallgatherv)real)(fwire(&s, sbuf), scount, stype, fwire(&r, rbuf), rcounts, displs, rtype,
+                                      comm, req, e);
+    else
+        ((void(*) P_allgatherv)real)(fwire(&s, sbuf), scount, stype, fwire(&r, rbuf), rcounts, displs, rtype,
+                                     comm, e);
+    cdone(e, req, &s, &r, c, call);
+}
+
+static void f_allgatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+                         void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                         MPI_Fint *ierr)
+{
+    allgatherv(real, call, sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, NULL, ierr);
+}
+
+static void f_iallgatherv(void *real, const char *call, void *sbuf, MPI_Fint *scount, MPI_Fint *stype,
+                          void *rbuf, MPI_Fint *rcounts, MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm,
+                          MPI_Fint *req, MPI_Fint *ierr)
+{
+    allgatherv(real, call, sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req, ierr);
+}
+
+static void alltoallv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls,
+                      MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
+                      MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    MPI_Fint own, *e = IERR(ierr, own);
+    MPI_Comm c = fcomm(comm);
+    mbuf_t s, r;
+    if (vprep(&s, &r, c, sbuf, NULL, scounts, sdispls, stype, 1, rbuf, NULL, rcounts, rdispls, rtype, 1, e,
+              req, call) != MPI_SUCCESS)
+        return;
+    if (req)
+        ((void(*) P_ialltoallv)real)(fwire(&s, sbuf), scounts, sdispls, stype, fwire(&r, rbuf), rcounts,
+                                     rdispls, rtype, comm, req, e);
+    else
+        ((void(*) P_alltoallv)real)(fwire(&s, sbuf), scounts, sdispls, stype, fwire(&r, rbuf), rcounts,
+                                    rdispls, rtype, comm, e);
+    cdone(e, req, &s, &r, c, call);
+}
+
+static void f_alltoallv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls,
+                        MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
+                        MPI_Fint *comm, MPI_Fint *ierr)
+{
+    alltoallv(real, call, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, NULL, ierr);
+}
+
+static void f_ialltoallv(void *real, const char *call, void *sbuf, MPI_Fint *scounts, MPI_Fint *sdispls,
+                         MPI_Fint *stype, void *rbuf, MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype,
+                         MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    alltoallv(real, call, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, req, ierr);
+}
+
+/* Reduce_scatter: the input is the sum of the counts (in place: at rbuf),
+ * the result this rank's count. */
+static void redscat(void *real, const char *call, void *sbuf, void *rbuf, MPI_Fint *rcounts, MPI_Fint *type,
+                    MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    MPI_Fint own, *e = IERR(ierr, own);
+    MPI_Comm c = fcomm(comm);
+    mbuf_t s, r;
+    int n = fsize(c), me = -1;
+    MPI_Count total = 0;
+    PMPI_Comm_rank(c, &me);
+    for (int i = 0; rcounts && i < n; i++)
+        total += rcounts[i] > 0 ? rcounts[i] : 0;
+    MPI_Count mine = !fbuf(sbuf) ? total : rcounts && me >= 0 && me < n ? rcounts[me] : 0;
+    if (cprep(&s, &r, c, sbuf, total, type, 1, rbuf, mine, type, 1, e, req, call) != MPI_SUCCESS)
+        return;
+    if (req)
+        ((void(*) P_iredscat)real)(fwire(&s, sbuf), fwire(&r, rbuf), rcounts, type, op, comm, req, e);
+    else
+        ((void(*) P_redscat)real)(fwire(&s, sbuf), fwire(&r, rbuf), rcounts, type, op, comm, e);
+    cdone(e, req, &s, &r, c, call);
+}
+
+static void f_redscat(void *real, const char *call, void *sbuf, void *rbuf, MPI_Fint *rcounts, MPI_Fint *type,
+                      MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    redscat(real, call, sbuf, rbuf, rcounts, type, op, comm, NULL, ierr);
+}
+
+static void f_iredscat(void *real, const char *call, void *sbuf, void *rbuf, MPI_Fint *rcounts,
+                       MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+    redscat(real, call, sbuf, rbuf, rcounts, type, op, comm, req, ierr);
+}
 #endif /* OPEN_MPI */
 
 /* ------------------------------------------------------------------------ */
@@ -988,7 +1208,17 @@ static void f_request_free(void *real, const char *call, MPI_Fint *req, MPI_Fint
     X(f_allgather, P_allgather, A_allgather, allgather, ALLGATHER, Allgather)                            \
     X(f_iallgather, P_iallgather, A_iallgather, iallgather, IALLGATHER, Iallgather)                      \
     X(f_alltoall, P_allgather, A_allgather, alltoall, ALLTOALL, Alltoall)                                \
-    X(f_ialltoall, P_iallgather, A_iallgather, ialltoall, IALLTOALL, Ialltoall)
+    X(f_ialltoall, P_iallgather, A_iallgather, ialltoall, IALLTOALL, Ialltoall)                          \
+    X(f_gatherv, P_gatherv, A_gatherv, gatherv, GATHERV, Gatherv)                                        \
+    X(f_igatherv, P_igatherv, A_igatherv, igatherv, IGATHERV, Igatherv)                                  \
+    X(f_scatterv, P_scatterv, A_scatterv, scatterv, SCATTERV, Scatterv)                                  \
+    X(f_iscatterv, P_iscatterv, A_iscatterv, iscatterv, ISCATTERV, Iscatterv)                            \
+    X(f_allgatherv, P_allgatherv, A_allgatherv, allgatherv, ALLGATHERV, Allgatherv)                      \
+    X(f_iallgatherv, P_iallgatherv, A_iallgatherv, iallgatherv, IALLGATHERV, Iallgatherv)                \
+    X(f_alltoallv, P_alltoallv, A_alltoallv, alltoallv, ALLTOALLV, Alltoallv)                            \
+    X(f_ialltoallv, P_ialltoallv, A_ialltoallv, ialltoallv, IALLTOALLV, Ialltoallv)                      \
+    X(f_redscat, P_redscat, A_redscat, reduce_scatter, REDUCE_SCATTER, Reduce_scatter)                   \
+    X(f_iredscat, P_iredscat, A_iredscat, ireduce_scatter, IREDUCE_SCATTER, Ireduce_scatter)
 
 /* Open MPI: the thirteen names of one libmpi_mpifh function. (clang-format
  * does not settle on a layout for this one.) */

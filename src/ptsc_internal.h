@@ -838,6 +838,12 @@ int ptsc__ipose_prep(ptsc__mbuf_t *b, const void *buf, MPI_Count count, MPI_Data
 int ptsc__ipose_prep_coll(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
                           MPI_Datatype stype, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
                           int ruse, const char *call);
+/* The same for the v forms: a side with counts (and displacements, in
+ * elements of its type) is one block per rank, staged block by block. */
+int ptsc__ipose_prep_coll_v(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf,
+                            MPI_Count scount, const int *scounts, const int *sdispls, MPI_Datatype stype,
+                            int suse, void *rbuf, MPI_Count rcount, const int *rcounts, const int *rdispls,
+                            MPI_Datatype rtype, int ruse, const char *call);
 /* What MPI gets: the host copy (shifted by its lower bound) or the buffer. */
 void *ptsc__ipose_wire(const ptsc__mbuf_t *b);
 /* A blocking call's end (`b` may be NULL); a non-blocking call's start

@@ -5,7 +5,8 @@
 !
 ! Point-to-point (blocking, non-blocking, Sendrecv, Sendrecv_replace,
 ! matched receive), persistent requests started twice, every completion
-! call, blocking and non-blocking collectives, MPI_IN_PLACE; each result
+! call, blocking and non-blocking collectives (the v forms too),
+! MPI_IN_PLACE; each result
 ! checked against its closed form. MPI_INTERPOSE_EXPECT=yes requires the
 ! interposer to be active and to have seen exactly the buffer arguments the
 ! program passed (counted as it calls; MPI_IN_PLACE and a root-only buffer
@@ -54,7 +55,7 @@ program f_interpose
   integer :: sts(MPI_STATUS_SIZE, 4)
   integer :: msg
 #endif
-  integer, allocatable :: gat(:), a2a_s(:)
+  integer, allocatable :: gat(:), a2a_s(:), cnts(:), dsps(:)
   ! MPICH 4.0's mpi_f08 returns the indices of Waitany, Testany, Waitsome
   ! and Testsome from 0 (pmodels/mpich#6270, fixed in 4.1): CMake sets
   ! F_INDEX_FIX=1 there, and the indices are checked shifted.
@@ -280,7 +281,7 @@ program f_interpose
   expect_bufs = expect_bufs + 2
   call MPI_Scan(x, y, n, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, ierr)
   call check(all(y == [(dble(100 * rank * (rank + 1) / 2 + (rank + 1) * k), k = 1, n)]), 'Scan')
-  allocate (gat(n * size), a2a_s(n * size), a2a_r(n * size))
+  allocate (gat(n * size), a2a_s(n * size), a2a_r(n * size), cnts(size), dsps(size))
   gat = 0
   expect_bufs = expect_bufs + 2
   call MPI_Allgather(sb, n, MPI_INTEGER, gat, n, MPI_INTEGER, MPI_COMM_WORLD, ierr)
@@ -316,6 +317,41 @@ program f_interpose
   expect_bufs = expect_bufs + 2
   call MPI_Reduce_scatter_block(a2a_s, rb, n, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   call check(all(rb == [(sum([(val(i, rank, k), i = 0, size - 1)]), k = 1, n)]), 'Reduce_scatter_block')
+
+  ! The v forms and Reduce_scatter: n elements per rank, blocks at i * n.
+  cnts = n
+  dsps = [(i * n, i = 0, size - 1)]
+  gat = 0
+  expect_bufs = expect_bufs + 2
+  call MPI_Allgatherv(sb, n, MPI_INTEGER, gat, cnts, dsps, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  do i = 0, size - 1
+    call check(gat(i * n + n) == val(i, mod(i + 1, size), n), 'Allgatherv')
+  end do
+  gat = 0
+  expect_bufs = expect_bufs + 2
+  call MPI_Iallgatherv(sb, n, MPI_INTEGER, gat, cnts, dsps, MPI_INTEGER, MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+  do i = 0, size - 1
+    call check(gat(i * n + 1) == val(i, mod(i + 1, size), 1), 'Iallgatherv')
+  end do
+  gat = 0
+  expect_bufs = expect_bufs + merge(2, 1, rank == 0)
+  call MPI_Gatherv(sb, n, MPI_INTEGER, gat, cnts, dsps, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  if (rank == 0) call check(gat(n * size) == val(size - 1, 0, n), 'Gatherv')
+  rb = 0
+  expect_bufs = expect_bufs + merge(2, 1, rank == 0)
+  call MPI_Scatterv(a2a_s, cnts, dsps, MPI_INTEGER, rb, n, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  call check(all(rb == [(val(0, rank, k), k = 1, n)]), 'Scatterv')
+  a2a_r = 0
+  expect_bufs = expect_bufs + 2
+  call MPI_Alltoallv(a2a_s, cnts, dsps, MPI_INTEGER, a2a_r, cnts, dsps, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  do i = 0, size - 1
+    call check(all(a2a_r(i * n + 1:i * n + n) == [(val(i, rank, k), k = 1, n)]), 'Alltoallv')
+  end do
+  rb = 0
+  expect_bufs = expect_bufs + 2
+  call MPI_Reduce_scatter(a2a_s, rb, cnts, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call check(all(rb == [(sum([(val(i, rank, k), i = 0, size - 1)]), k = 1, n)]), 'Reduce_scatter')
 
   call verdict()
 
