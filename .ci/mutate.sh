@@ -94,7 +94,8 @@ fi
 
 # targets REGEX: the programs the tests matching REGEX run (the executable
 # or -DPROGRAM= of their commands that lies in the build tree; for a unit
-# test whose program is not built yet, from its name).
+# test whose program is not built yet, from its name). A test run under
+# ptsc-run (a script, not a target) needs libptsc-mpi, which it preloads.
 targets() {
   ctest --test-dir "$BLD" -R "$1" --show-only=json-v1 2>/dev/null | python3 -c '
 import json, os, sys
@@ -105,8 +106,10 @@ for t in json.load(sys.stdin).get("tests", []):
     cmd = t.get("command") or [bld + "/tests/test_" + t["name"][len("unit_"):]]
     for a in cmd:
         a = a.split("=", 1)[1] if a.startswith("-DPROGRAM=") else a
-        if a.startswith(bld + "/") and os.path.basename(a) not in seen:
-            seen.append(os.path.basename(a))
+        name = os.path.basename(a)
+        name = "ptsc-mpi" if name == "ptsc-run" else name
+        if a.startswith(bld + "/") and name not in seen:
+            seen.append(name)
 print(" ".join(seen))' "$BLD"
 }
 ntests() { ctest --test-dir "$BLD" -N -R "$1" 2>/dev/null | sed -n 's/^Total Tests: *//p'; }

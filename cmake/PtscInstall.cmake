@@ -39,6 +39,10 @@ function(ptsc_resolve_alternative var path)
 endfunction()
 ptsc_resolve_alternative(PTSC_MPI_CC "${MPI_C_COMPILER}")
 ptsc_resolve_alternative(PTSC_MPIEXEC "${MPIEXEC_EXECUTABLE}")
+set(PTSC_MPI_FC "")
+if(PTSC_FORTRAN)
+  ptsc_resolve_alternative(PTSC_MPI_FC "${MPI_Fortran_COMPILER}")
+endif()
 
 # pkg-config: require the MPI's own module when pkg-config knows one whose
 # mpi.h is the one ptsc was compiled with (Debian: ompi-c, mpich); otherwise
@@ -89,6 +93,15 @@ if(NOT PTSC_PC_REQUIRES)
   foreach(lib IN LISTS MPI_C_LIBRARIES)
     string(APPEND PTSC_PC_MPI_LIBS " ${lib}")
   endforeach()
+endif()
+# The Fortran module, where built: `pkg-config --variable=fflags ptsc` and
+# `--variable=flibs` (with the MPI's own Fortran flags, from mpif90).
+set(PTSC_PC_FORTRAN_VARS "")
+if(PTSC_FORTRAN)
+  string(CONCAT PTSC_PC_FORTRAN_VARS "# Fortran (use ptsc): compile with fflags, link with flibs and the MPI's Fortran libraries.\n"
+    "mpifort=${PTSC_MPI_FC}\n"
+    "fflags=-I\${includedir}/ptsc/fortran\n"
+    "flibs=-L\${libdir} -lptsc_fortran -lptsc\n")
 endif()
 string(REPLACE ";" ", " PTSC_PC_CONFLICTS "${_ptsc_pc_other}")
 set(PTSC_PC_REQUIRES_LINE "")

@@ -188,14 +188,9 @@ static int copy(void *dst, const void *src, size_t n)
 /* Buffers as MPI sees them                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* The caller's buffer, or its host copy when staged. */
-typedef struct {
-    char *user;         /* the caller's buffer */
-    char *host;         /* the host copy of bytes [lo, lo + span), NULL: not staged */
-    MPI_Count lo, span; /* the elements' true extent relative to user */
-    int back;           /* copy host -> user when the operation completes */
-    char *mask;         /* receive with holes: nonzero where the type map has data */
-} mbuf_t;
+/* The caller's buffer, or its host copy when staged (the internal header
+ * defines it: the Fortran entry points hold them too). */
+typedef ptsc__mbuf_t mbuf_t;
 
 enum { SEND, RECV };          /* direction of a buffer */
 enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
@@ -562,7 +557,7 @@ static int done2(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
  * still running is `detached`: the entry keeps MPI's handle, is skipped by
  * the program's calls, and is settled by later calls into this library,
  * or at MPI_Finalize. */
-typedef struct pending {
+typedef struct ptsc__pending {
     MPI_Request req;
     mbuf_t b, b2; /* b2: a non-blocking collective's receive side */
     const char *call;
@@ -571,7 +566,7 @@ typedef struct pending {
     int active;          /* persistent: started and not completed */
     int detached;        /* freed by the program while running; req is ours */
     ptsc_memclass_t cls; /* persistent: the buffer's class, for the sync at each start */
-    struct pending *next;
+    struct ptsc__pending *next;
 } pending_t;
 
 static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -831,7 +826,9 @@ PTSC_MPI_API int MPI_Init_thread(int *argc, char ***argv, int required, int *pro
     return rc;
 }
 
-PTSC_MPI_API int MPI_Finalize(void)
+/* The statistics line and the release of everything, before the
+ * program's MPI_Finalize (C or Fortran). */
+void ptsc__ipose_stop(void)
 {
     if (atomic_exchange(&ready, 0)) {
         if (ptsc__g.cfg.stats) {
@@ -861,6 +858,11 @@ PTSC_MPI_API int MPI_Finalize(void)
         atomic_store(&n_pending, 0);
         ptsc__gpu_finalize();
     }
+}
+
+PTSC_MPI_API int MPI_Finalize(void)
+{
+    ptsc__ipose_stop();
     return PMPI_Finalize();
 }
 
@@ -1058,16 +1060,8 @@ PTSC_MPI_API int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indi
 PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
 {
     pending_t *p = busy() ? take(*req) : NULL;
-    if (!p)
+    if (!p || !ptsc__ipose_free(p))
         return PMPI_Request_free(req);
-    if (p->persistent && !p->active) {
-        int mrc = PMPI_Request_free(req);
-        drop(p);
-        return mrc;
-    }
-    p->detached = 1;
-    atomic_fetch_add(&n_detached, 1);
-    link_pending(p);
     *req = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
@@ -1795,4 +1789,98 @@ PTSC_MPI_API int MPI_Win_post(MPI_Group group, int assert, MPI_Win win)
 {
     WIN_CHECKED(win, (MPI_Request *)NULL, win_sync(win, "MPI_Win_post"));
     return PMPI_Win_post(group, assert, win);
+}
+
+/* ------------------------------------------------------------------------ */
+/* For the Fortran entry points (interpose_fortran.c)                        */
+/* ------------------------------------------------------------------------ */
+
+/* After a Fortran MPI_Init*: set up once, should the MPI's Fortran
+ * function have gone through the C MPI_Init* wrapper too. */
+void ptsc__ipose_start(void)
+{
+    if (!atomic_load(&ready))
+        setup();
+}
+
+int ptsc__ipose_prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
+                     const char *call)
+{
+    return prep(b, buf, count, type, recv ? RECV : SEND, MAY_STAGE, call);
+}
+
+int ptsc__ipose_prep_coll(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
+                          MPI_Datatype stype, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
+                          int ruse, const char *call)
+{
+    coll_t c = coll(comm, sbuf, suse, rbuf, ruse);
+    return prep2(s, r, sbuf, scount, stype, rbuf, rcount, rtype, &c, call);
+}
+
+int ptsc__ipose_prep_coll_v(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
+                            const int *scounts, const int *sdispls, MPI_Datatype stype, int suse, void *rbuf,
+                            MPI_Count rcount, const int *rcounts, const int *rdispls, MPI_Datatype rtype,
+                            int ruse, const char *call)
+{
+    coll_t c = coll(comm, sbuf, suse, rbuf, ruse);
+    blocks_t sv = {c.n, scounts, sdispls, NULL, stype}, rv = {c.n, rcounts, rdispls, NULL, rtype};
+    return prep2_any(s, r, sbuf, scount, stype, scounts ? &sv : NULL, rbuf, rcount, rtype,
+                     rcounts ? &rv : NULL, &c, call);
+}
+
+void *ptsc__ipose_wire(const mbuf_t *b) { return wire(b); }
+
+int ptsc__ipose_done(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
+{
+    return b ? done2(mrc, a, b, comm, call) : done1(mrc, a, comm, call);
+}
+
+int ptsc__ipose_track(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, int p2p, const char *call)
+{
+    return track_any(mrc, req, b, b2, p2p, call);
+}
+
+int ptsc__ipose_pinit_prep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv, int *cls,
+                           const char *call)
+{
+    ptsc_memclass_t c = PTSC_MEM_HOST;
+    int rc = pprep(b, buf, count, type, recv ? RECV : SEND, &c, call);
+    *cls = (int)c;
+    return rc;
+}
+
+int ptsc__ipose_pinit_track(int mrc, MPI_Request *req, mbuf_t *b, int cls, const char *call)
+{
+    return ptrack(mrc, req, b, (ptsc_memclass_t)cls, call);
+}
+
+int ptsc__ipose_raise(MPI_Comm comm, int rc) { return raise_on(comm, rc); }
+
+int ptsc__ipose_busy(void) { return busy(); }
+
+int ptsc__ipose_take(int n, const MPI_Request *reqs, pending_t **out)
+{
+    take_all(n, reqs, out);
+    return MPI_SUCCESS;
+}
+
+int ptsc__ipose_conclude(pending_t *p, int done, const MPI_Status *st, MPI_Request now)
+{
+    return conclude(p, done, st, now);
+}
+
+int ptsc__ipose_start_prep(pending_t *p) { return start_prep(p); }
+
+void ptsc__ipose_start_done(pending_t *p, int mrc, MPI_Request now) { start_done(p, mrc, now); }
+
+int ptsc__ipose_free(pending_t *p)
+{
+    if (p->persistent && !p->active) {
+        drop(p);
+        return 0;
+    }
+    p->detached = 1;
+    atomic_fetch_add(&n_detached, 1);
+    link_pending(p);
+    return 1;
 }

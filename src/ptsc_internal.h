@@ -832,6 +832,70 @@ const char *ptsc__nvtx_last(void);
 void ptsc__nvtx_counts(unsigned long *pushes, unsigned long *pops, unsigned long *names);
 
 /* ------------------------------------------------------------------------ */
+/* libptsc-mpi: the interposer's parts its Fortran entry points share        */
+/* ------------------------------------------------------------------------ */
+
+/* Defined in interpose.c and used by interpose_fortran.c only (both built
+ * into libptsc-mpi alone, never into libptsc): the Fortran entry points do
+ * the same work as the C ones around the MPI library's own Fortran
+ * functions. Return values are MPI error codes. */
+
+/* A buffer as MPI sees it: the caller's, or its host copy when staged. */
+typedef struct ptsc__mbuf {
+    char *user;         /* the caller's buffer */
+    char *host;         /* the host copy of bytes [lo, lo + span), NULL: not staged */
+    MPI_Count lo, span; /* the elements' true extent relative to user */
+    int back;           /* copy host -> user when the operation completes */
+    char *mask;         /* receive with holes: nonzero where the type map has data */
+} ptsc__mbuf_t;
+struct ptsc__pending; /* a request with work left at its completion */
+
+/* After the program's MPI_Init*: configuration, devices; before
+ * MPI_Finalize: the statistics line and the release of everything. */
+void ptsc__ipose_start(void);
+void ptsc__ipose_stop(void);
+/* Sync and stage one buffer (`recv`: MPI writes it); both sides of a
+ * collective (`suse`, `ruse`: whether each side is a buffer here). */
+int ptsc__ipose_prep(ptsc__mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
+                     const char *call);
+int ptsc__ipose_prep_coll(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
+                          MPI_Datatype stype, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
+                          int ruse, const char *call);
+/* The same for the v forms: a side with counts (and displacements, in
+ * elements of its type) is one block per rank, staged block by block. */
+int ptsc__ipose_prep_coll_v(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf,
+                            MPI_Count scount, const int *scounts, const int *sdispls, MPI_Datatype stype,
+                            int suse, void *rbuf, MPI_Count rcount, const int *rcounts, const int *rdispls,
+                            MPI_Datatype rtype, int ruse, const char *call);
+/* What MPI gets: the host copy (shifted by its lower bound) or the buffer. */
+void *ptsc__ipose_wire(const ptsc__mbuf_t *b);
+/* A blocking call's end (`b` may be NULL); a non-blocking call's start
+ * (`b2`: a collective's receive side, or NULL; p2p: may be cancelled);
+ * a persistent init's (`recv`, class found by the prep). */
+int ptsc__ipose_done(int mrc, ptsc__mbuf_t *a, ptsc__mbuf_t *b, MPI_Comm comm, const char *call);
+int ptsc__ipose_track(int mrc, MPI_Request *req, ptsc__mbuf_t *b, ptsc__mbuf_t *b2, int p2p,
+                      const char *call);
+int ptsc__ipose_pinit_prep(ptsc__mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv, int *cls,
+                           const char *call);
+int ptsc__ipose_pinit_track(int mrc, MPI_Request *req, ptsc__mbuf_t *b, int cls, const char *call);
+/* An error of the interposer to the communicator's handler. */
+int ptsc__ipose_raise(MPI_Comm comm, int rc);
+/* Requests: whether any has work left; the entries of reqs[0 .. n) taken
+ * out of the table (out[i], or NULL); after the call, each concluded
+ * (`done`: completed, status `st` or NULL; `now`: the handle MPI left) or
+ * started (Start/Startall: prepared before, put back after); Request_free's
+ * detach of a running one. */
+int ptsc__ipose_busy(void);
+int ptsc__ipose_take(int n, const MPI_Request *reqs, struct ptsc__pending **out);
+int ptsc__ipose_conclude(struct ptsc__pending *p, int done, const MPI_Status *st, MPI_Request now);
+int ptsc__ipose_start_prep(struct ptsc__pending *p);
+void ptsc__ipose_start_done(struct ptsc__pending *p, int mrc, MPI_Request now);
+/* Request_free of an entry taken out: 1 when it was detached (MPI keeps
+ * running it; the caller returns at once), 0 when the caller frees it in
+ * MPI (the entry is gone). */
+int ptsc__ipose_free(struct ptsc__pending *p);
+
+/* ------------------------------------------------------------------------ */
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 

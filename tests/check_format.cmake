@@ -1,6 +1,6 @@
 # cmake -DCLANG_FORMAT=... -DSOURCE_DIR=... [-DWANT_VERSION=14] -P check_format.cmake
 # clang-format --dry-run --Werror over every C, header and CUDA file of src/,
-# include/, tests/ and examples/, with the committed .clang-format.
+# include/, tests/, examples/ and fortran/, with the committed .clang-format.
 # Fix with: clang-format -i <files it names>.
 if(DEFINED WANT_VERSION)
   execute_process(COMMAND ${CLANG_FORMAT} --version OUTPUT_VARIABLE version_text)
@@ -11,7 +11,7 @@ if(DEFINED WANT_VERSION)
   endif()
 endif()
 set(files "")
-foreach(dir src include tests examples)
+foreach(dir src include tests examples fortran)
   file(GLOB_RECURSE found "${SOURCE_DIR}/${dir}/*.c" "${SOURCE_DIR}/${dir}/*.h" "${SOURCE_DIR}/${dir}/*.cu")
   list(APPEND files ${found})
 endforeach()

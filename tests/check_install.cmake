@@ -6,7 +6,10 @@
 #   cmake -DBUILD=<build dir> -DSRC=<tests/install> -DWORK=<scratch> -DCC=<C compiler>
 #         -DMPIEXEC=<launcher> -DNPFLAG=<-n> [-DEXTRA=<flags, | separated>]
 #         -DVENDOR=<Open MPI|MPICH> [-DOTHER_MPICC=<the other MPI's mpicc>]
-#         [-DSAN_FLAGS=<sanitizer flags, | separated>] -P check_install.cmake
+#         [-DSAN_FLAGS=<sanitizer flags, | separated>] [-DFC=<the MPI's Fortran wrapper>]
+#         -P check_install.cmake
+# With FC (ptsc built with its Fortran module), a Fortran consumer
+# (consumer_f.f90, `use ptsc`) is built and run the same two ways.
 # The launcher's environment (OMPI_ALLOW_RUN_AS_ROOT...) comes from ctest.
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
@@ -19,6 +22,14 @@ function(run what)
     message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
   endif()
   set(last_out "${out}" PARENT_SCOPE)
+endfunction()
+# Runs the Fortran consumer on 2 ranks.
+function(run_consumer_f what exe)
+  run("${what}" ${MPIEXEC} ${NPFLAG} 2 ${EXTRA} ${exe})
+  if(NOT last_out MATCHES "consumer_f: ptsc [0-9]+\\.[0-9]+\\.[0-9]+, 2 ranks, ring ok")
+    message(FATAL_ERROR "${what}: unexpected output: ${last_out}")
+  endif()
+  message(STATUS "${what}: ${last_out}")
 endfunction()
 # Runs a consumer on 2 ranks; rank 0 reports the MPI calls it made.
 function(run_consumer what exe)
@@ -39,6 +50,12 @@ if(NOT last_out MATCHES "consumer: ptsc built with ${VENDOR} ")
 endif()
 run("build consumer" ${CMAKE_COMMAND} --build ${WORK}/consumer)
 run_consumer("run consumer (find_package)" ${WORK}/consumer/consumer)
+if(FC)
+  if(NOT EXISTS ${WORK}/consumer/consumer_f)
+    message(FATAL_ERROR "ptsc was built with Fortran, but find_package(ptsc) gave no ptsc::fortran")
+  endif()
+  run_consumer_f("run Fortran consumer (find_package)" ${WORK}/consumer/consumer_f)
+endif()
 
 # find_package(ptsc) in a project that selected the other MPI: refused, and
 # the message says which MPI ptsc needs.
@@ -78,4 +95,16 @@ if(PKG_CONFIG)
   run("compile with pkg-config flags" ${CC} ${SAN_FLAGS} ${SRC}/consumer.c ${flags} -Wl,-rpath,${libdir}
     -o ${WORK}/pc-consumer)
   run_consumer("run consumer (pkg-config)" ${WORK}/pc-consumer)
+  if(FC)
+    run("pkg-config --variable=fflags" ${PKG_CONFIG} --variable=fflags ptsc)
+    string(STRIP "${last_out}" fflags)
+    run("pkg-config --variable=flibs" ${PKG_CONFIG} --variable=flibs ptsc)
+    string(STRIP "${last_out}" flibs)
+    message(STATUS "pkg-config fflags / flibs: ${fflags} / ${flibs}")
+    separate_arguments(fflags UNIX_COMMAND "${fflags}")
+    separate_arguments(flibs UNIX_COMMAND "${flibs}")
+    run("compile the Fortran consumer with pkg-config flags" ${FC} ${fflags} ${SRC}/consumer_f.f90 ${flibs}
+      -Wl,-rpath,${libdir} -o ${WORK}/pc-consumer_f)
+    run_consumer_f("run Fortran consumer (pkg-config)" ${WORK}/pc-consumer_f)
+  endif()
 endif()

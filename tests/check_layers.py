@@ -5,8 +5,9 @@ A file depends on another when it names a ptsc__* function or variable that
 the other defines (not static). Inline functions and macros of the internal
 header count as what they name: a file that calls ptsc__wait_begin depends
 on watchdog.c, which defines ptsc__waits. gpu_none.c is left out (it mirrors
-gpu_cuda.c: one of the two is built); interpose.c and tools/*.c are leaves
-(nothing in the library may depend on them).
+gpu_cuda.c: one of the two is built); interpose.c, interpose_fortran.c and
+tools/*.c are leaves (nothing in the library may depend on them; the
+Fortran entry points use interpose.c, a leaf on a leaf).
 
 Exits 1, printing each cycle found, when a strongly connected component has
 more than one file or the library depends on a leaf; with --graph prints the
@@ -118,7 +119,7 @@ def header_expansions(text):
 def load(src):
     files = sorted(f for f in os.listdir(src) if f.endswith(".c") and f not in SKIP)
     tools = os.path.join(src, "tools")
-    leaves = {"interpose.c"}
+    leaves = {"interpose.c", "interpose_fortran.c"}
     if os.path.isdir(tools):
         for f in sorted(os.listdir(tools)):
             if f.endswith(".c"):
