@@ -52,6 +52,8 @@ def definitions(code):
         if depth > 0:
             depth += {"{": 1, "}": -1}.get(tok, 0)
             continue
+        if macro_call(stmt) and tok not in ("{", ";", "="):
+            stmt = []  # MACRO(...) at file scope with no ';' (X-macro expansions): not a declaration
         if tok == "{" or tok == ";":
             if "extern" not in stmt and "typedef" not in stmt:
                 name = declared_name(stmt, tok == "{")
@@ -64,6 +66,21 @@ def definitions(code):
             continue
         stmt.append(tok)
     return defined, static
+
+
+MACRO = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def macro_call(stmt):
+    """Whether stmt is exactly MACRO( ... ) with its parentheses closed."""
+    if len(stmt) < 3 or not MACRO.match(stmt[0]) or stmt[1] != "(" or stmt[-1] != ")":
+        return False
+    depth = 0
+    for i, t in enumerate(stmt[1:], 1):
+        depth += {"(": 1, ")": -1}.get(t, 0)
+        if depth == 0:
+            return i == len(stmt) - 1
+    return False
 
 
 def declared_name(stmt, body):
