@@ -481,7 +481,7 @@ def machine_facts(mpiexec):
     return facts, bool(gpus)
 
 
-def run_job(build, job, mpiexec, quick, extra_env, raw_dir, rep, more_args):
+def run_job(build, job, mpiexec, quick, extra_env, raw_dir, rep, more_args, launch_args=()):
     name, prog, mpi, env_add, args = job
     args = args + more_args.get(prog, [])
     exe = os.path.join(build, "tests", "bench", prog)
@@ -492,7 +492,7 @@ def run_job(build, job, mpiexec, quick, extra_env, raw_dir, rep, more_args):
         launch = [mpiexec, "-n", "2"]
         if re.search(r"Open MPI|OpenRTE", first_line([mpiexec, "--version"])):
             launch.append("--oversubscribe")
-        cmd = launch + cmd
+        cmd = launch + list(launch_args) + cmd
     env = dict(os.environ)
     env.update(extra_env)
     env.update(env_add)
@@ -527,6 +527,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="pass --quick to every program (a smoke run)")
     ap.add_argument("--only", default="", help="comma list of programs (bench_host,bench_scope,...)")
     ap.add_argument("--mpiexec", default="", help="mpiexec to use (default: the build's MPIEXEC_EXECUTABLE)")
+    ap.add_argument("--launch-args", default="", metavar="ARGS",
+                    help="more mpiexec arguments for the 2-rank programs, e.g. '--bind-to none' (Open MPI binds "
+                    "each of 2 ranks to one core by default, which the progress agent then shares)")
     ap.add_argument("--args", action="append", default=[], metavar="PROGRAM=ARGS",
                     help='extra arguments of one program, e.g. --args "bench_scope=--reps 200" (repeatable)')
     ap.add_argument("--note", default="", help="a paragraph for the top of the report")
@@ -574,7 +577,7 @@ def main():
     for job in jobs:
         outs, shown = [], ""
         for rep in range(a.repeats):
-            res, err = run_job(build, job, mpiexec, a.quick, extra_env, raw_dir, rep, more_args)
+            res, err = run_job(build, job, mpiexec, a.quick, extra_env, raw_dir, rep, more_args, shlex.split(a.launch_args))
             if err:
                 say("%s: %s" % (job[0], err.splitlines()[0]))
                 errors.append((job[0], err))
