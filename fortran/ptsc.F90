@@ -272,7 +272,91 @@ module ptsc
       type(c_ptr), value :: arg
       integer(c_int) :: f_omp_run
     end function f_omp_run
+    function f_gatherv(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root) bind(C, name='ptsc_f_gatherv')
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), value :: scount, stype, rtype, root
+      integer(c_int), intent(in) :: rcounts(*), displs(*)
+      integer(c_int) :: f_gatherv
+    end function f_gatherv
+    function f_scatterv(ctx, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root) bind(C, name='ptsc_f_scatterv')
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), intent(in) :: scounts(*), displs(*)
+      integer(c_int), value :: stype, rcount, rtype, root
+      integer(c_int) :: f_scatterv
+    end function f_scatterv
+    function f_allgatherv(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype) bind(C, name='ptsc_f_allgatherv')
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), value :: scount, stype, rtype
+      integer(c_int), intent(in) :: rcounts(*), displs(*)
+      integer(c_int) :: f_allgatherv
+    end function f_allgatherv
+    function f_alltoallv(ctx, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype) bind(C, name='ptsc_f_alltoallv')
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
+      integer(c_int), value :: stype, rtype
+      integer(c_int) :: f_alltoallv
+    end function f_alltoallv
   end interface
+
+  ! C calls of the same shape (ptsc_f.c), declared once per shape.
+  abstract interface
+    function p2p_c(ctx, buf, count, type, rank, thread, tag) bind(C)
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: buf
+      integer(c_int), value :: count, type, rank, thread, tag
+      integer(c_int) :: p2p_c
+    end function p2p_c
+    function ip2p_c(ctx, buf, count, type, rank, thread, tag, req) bind(C)
+      import :: c_int, c_ptr, ptsc_ctx, ptsc_request
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: buf
+      integer(c_int), value :: count, type, rank, thread, tag
+      type(ptsc_request), intent(out) :: req
+      integer(c_int) :: ip2p_c
+    end function ip2p_c
+    function reduce_c(ctx, sbuf, rbuf, count, type, op) bind(C)
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), value :: count, type, op
+      integer(c_int) :: reduce_c
+    end function reduce_c
+    function gather_c(ctx, sbuf, scount, stype, rbuf, rcount, rtype) bind(C)
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), value :: scount, stype, rcount, rtype
+      integer(c_int) :: gather_c
+    end function gather_c
+    function rgather_c(ctx, sbuf, scount, stype, rbuf, rcount, rtype, root) bind(C)
+      import :: c_int, c_ptr, ptsc_ctx
+      type(ptsc_ctx), value :: ctx
+      type(c_ptr), value :: sbuf, rbuf
+      integer(c_int), value :: scount, stype, rcount, rtype, root
+      integer(c_int) :: rgather_c
+    end function rgather_c
+  end interface
+  procedure(p2p_c), bind(C, name='ptsc_f_send') :: f_send
+  procedure(p2p_c), bind(C, name='ptsc_f_recv') :: f_recv
+  procedure(ip2p_c), bind(C, name='ptsc_f_isend') :: f_isend
+  procedure(ip2p_c), bind(C, name='ptsc_f_irecv') :: f_irecv
+  procedure(reduce_c), bind(C, name='ptsc_f_allreduce') :: f_allreduce
+  procedure(reduce_c), bind(C, name='ptsc_f_scan') :: f_scan
+  procedure(reduce_c), bind(C, name='ptsc_f_exscan') :: f_exscan
+  procedure(reduce_c), bind(C, name='ptsc_f_reduce_scatter_block') :: f_reduce_scatter_block
+  procedure(gather_c), bind(C, name='ptsc_f_allgather') :: f_allgather
+  procedure(gather_c), bind(C, name='ptsc_f_alltoall') :: f_alltoall
+  procedure(rgather_c), bind(C, name='ptsc_f_gather') :: f_gather
+  procedure(rgather_c), bind(C, name='ptsc_f_scatter') :: f_scatter
 
 contains
 
@@ -363,17 +447,8 @@ contains
     type(*), dimension(..), target, intent(in) :: buf
     integer, intent(in) :: count, type, rank, thread, tag
     type(c_ptr) :: p
-    interface
-      function c(ctx, buf, count, type, rank, thread, tag) bind(C, name='ptsc_f_send')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: buf
-        integer(c_int), value :: count, type, rank, thread, tag
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(buf, p)
-    rc = c(ctx, p, count, type, rank, thread, tag)
+    rc = f_send(ctx, p, count, type, rank, thread, tag)
   end function ptsc_send
 
   integer(c_int) function ptsc_recv(ctx, buf, count, type, rank, thread, tag) result(rc)
@@ -381,17 +456,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: buf
     integer, intent(in) :: count, type, rank, thread, tag
     type(c_ptr) :: p
-    interface
-      function c(ctx, buf, count, type, rank, thread, tag) bind(C, name='ptsc_f_recv')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: buf
-        integer(c_int), value :: count, type, rank, thread, tag
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(buf, p)
-    rc = c(ctx, p, count, type, rank, thread, tag)
+    rc = f_recv(ctx, p, count, type, rank, thread, tag)
   end function ptsc_recv
 
   integer(c_int) function ptsc_isend(ctx, buf, count, type, rank, thread, tag, req) result(rc)
@@ -400,19 +466,9 @@ contains
     integer, intent(in) :: count, type, rank, thread, tag
     type(ptsc_request), intent(out) :: req
     type(c_ptr) :: p
-    interface
-      function c(ctx, buf, count, type, rank, thread, tag, req) bind(C, name='ptsc_f_isend')
-        import :: c_int, c_ptr, ptsc_ctx, ptsc_request
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: buf
-        integer(c_int), value :: count, type, rank, thread, tag
-        type(ptsc_request), intent(out) :: req
-        integer(c_int) :: c
-      end function c
-    end interface
     req%p = c_null_ptr
     BUF_ARG(buf, p)
-    rc = c(ctx, p, count, type, rank, thread, tag, req)
+    rc = f_isend(ctx, p, count, type, rank, thread, tag, req)
   end function ptsc_isend
 
   integer(c_int) function ptsc_irecv(ctx, buf, count, type, rank, thread, tag, req) result(rc)
@@ -421,19 +477,9 @@ contains
     integer, intent(in) :: count, type, rank, thread, tag
     type(ptsc_request), intent(out) :: req
     type(c_ptr) :: p
-    interface
-      function c(ctx, buf, count, type, rank, thread, tag, req) bind(C, name='ptsc_f_irecv')
-        import :: c_int, c_ptr, ptsc_ctx, ptsc_request
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: buf
-        integer(c_int), value :: count, type, rank, thread, tag
-        type(ptsc_request), intent(out) :: req
-        integer(c_int) :: c
-      end function c
-    end interface
     req%p = c_null_ptr
     BUF_ARG(buf, p)
-    rc = c(ctx, p, count, type, rank, thread, tag, req)
+    rc = f_irecv(ctx, p, count, type, rank, thread, tag, req)
   end function ptsc_irecv
 
   integer(c_int) function ptsc_sendrecv(ctx, sbuf, scount, stype, dest_rank, dest_thread, stag, rbuf, rcount, &
@@ -476,18 +522,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, rbuf, count, type, op) bind(C, name='ptsc_f_allreduce')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: count, type, op
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, rp, count, type, op)
+    rc = f_allreduce(ctx, sp, rp, count, type, op)
   end function ptsc_allreduce
 
   integer(c_int) function ptsc_scan(ctx, sbuf, rbuf, count, type, op) result(rc)
@@ -496,18 +533,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, rbuf, count, type, op) bind(C, name='ptsc_f_scan')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: count, type, op
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, rp, count, type, op)
+    rc = f_scan(ctx, sp, rp, count, type, op)
   end function ptsc_scan
 
   integer(c_int) function ptsc_exscan(ctx, sbuf, rbuf, count, type, op) result(rc)
@@ -516,18 +544,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, rbuf, count, type, op) bind(C, name='ptsc_f_exscan')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: count, type, op
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, rp, count, type, op)
+    rc = f_exscan(ctx, sp, rp, count, type, op)
   end function ptsc_exscan
 
   integer(c_int) function ptsc_reduce_scatter_block(ctx, sbuf, rbuf, count, type, op) result(rc)
@@ -536,18 +555,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, rbuf, count, type, op) bind(C, name='ptsc_f_reduce_scatter_block')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: count, type, op
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, rp, count, type, op)
+    rc = f_reduce_scatter_block(ctx, sp, rp, count, type, op)
   end function ptsc_reduce_scatter_block
 
   integer(c_int) function ptsc_allgather(ctx, sbuf, scount, stype, rbuf, rcount, rtype) result(rc)
@@ -556,18 +566,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcount, rtype) bind(C, name='ptsc_f_allgather')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rcount, rtype
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcount, rtype)
+    rc = f_allgather(ctx, sp, scount, stype, rp, rcount, rtype)
   end function ptsc_allgather
 
   integer(c_int) function ptsc_alltoall(ctx, sbuf, scount, stype, rbuf, rcount, rtype) result(rc)
@@ -576,18 +577,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcount, rtype) bind(C, name='ptsc_f_alltoall')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rcount, rtype
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcount, rtype)
+    rc = f_alltoall(ctx, sp, scount, stype, rp, rcount, rtype)
   end function ptsc_alltoall
 
   integer(c_int) function ptsc_gather(ctx, sbuf, scount, stype, rbuf, rcount, rtype, root) result(rc)
@@ -596,18 +588,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype, root
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcount, rtype, root) bind(C, name='ptsc_f_gather')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rcount, rtype, root
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcount, rtype, root)
+    rc = f_gather(ctx, sp, scount, stype, rp, rcount, rtype, root)
   end function ptsc_gather
 
   integer(c_int) function ptsc_scatter(ctx, sbuf, scount, stype, rbuf, rcount, rtype, root) result(rc)
@@ -616,18 +599,9 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype, root
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcount, rtype, root) bind(C, name='ptsc_f_scatter')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rcount, rtype, root
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcount, rtype, root)
+    rc = f_scatter(ctx, sp, scount, stype, rp, rcount, rtype, root)
   end function ptsc_scatter
 
   !> The v forms: counts and displacements in elements of the type, one per
@@ -639,19 +613,9 @@ contains
     integer, intent(in) :: scount, stype, rtype, root
     integer(c_int), intent(in) :: rcounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype, root) bind(C, name='ptsc_f_gatherv')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rtype, root
-        integer(c_int), intent(in) :: rcounts(*), displs(*)
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcounts, displs, rtype, root)
+    rc = f_gatherv(ctx, sp, scount, stype, rp, rcounts, displs, rtype, root)
   end function ptsc_gatherv
 
   integer(c_int) function ptsc_scatterv(ctx, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root) result(rc)
@@ -661,19 +625,9 @@ contains
     integer, intent(in) :: stype, rcount, rtype, root
     integer(c_int), intent(in) :: scounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scounts, displs, stype, rbuf, rcount, rtype, root) bind(C, name='ptsc_f_scatterv')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), intent(in) :: scounts(*), displs(*)
-        integer(c_int), value :: stype, rcount, rtype, root
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scounts, displs, stype, rp, rcount, rtype, root)
+    rc = f_scatterv(ctx, sp, scounts, displs, stype, rp, rcount, rtype, root)
   end function ptsc_scatterv
 
   integer(c_int) function ptsc_allgatherv(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype) result(rc)
@@ -683,19 +637,9 @@ contains
     integer, intent(in) :: scount, stype, rtype
     integer(c_int), intent(in) :: rcounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scount, stype, rbuf, rcounts, displs, rtype) bind(C, name='ptsc_f_allgatherv')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), value :: scount, stype, rtype
-        integer(c_int), intent(in) :: rcounts(*), displs(*)
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scount, stype, rp, rcounts, displs, rtype)
+    rc = f_allgatherv(ctx, sp, scount, stype, rp, rcounts, displs, rtype)
   end function ptsc_allgatherv
 
   integer(c_int) function ptsc_alltoallv(ctx, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype) &
@@ -706,19 +650,9 @@ contains
     integer, intent(in) :: stype, rtype
     integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
     type(c_ptr) :: sp, rp
-    interface
-      function c(ctx, sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype) bind(C, name='ptsc_f_alltoallv')
-        import :: c_int, c_ptr, ptsc_ctx
-        type(ptsc_ctx), value :: ctx
-        type(c_ptr), value :: sbuf, rbuf
-        integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
-        integer(c_int), value :: stype, rtype
-        integer(c_int) :: c
-      end function c
-    end interface
     BUF_ARG(sbuf, sp)
     BUF_ARG(rbuf, rp)
-    rc = c(ctx, sp, scounts, sdispls, stype, rp, rcounts, rdispls, rtype)
+    rc = f_alltoallv(ctx, sp, scounts, sdispls, stype, rp, rcounts, rdispls, rtype)
   end function ptsc_alltoallv
 
   !> Collectives over every thread of every rank (nthreads: the threads per

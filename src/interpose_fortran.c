@@ -249,31 +249,6 @@ static int froot(MPI_Comm comm, int root)
     (void *sbuf, void *rbuf, MPI_Fint *rcounts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *req, \
      MPI_Fint *ierr)
 #define A_iredscat (sbuf, rbuf, rcounts, type, op, comm, req, ierr)
-#define P_init (MPI_Fint * ierr)
-#define A_init (ierr)
-#define P_init_thread (MPI_Fint * required, MPI_Fint * provided, MPI_Fint * ierr)
-#define A_init_thread (required, provided, ierr)
-#define P_wait (MPI_Fint * req, MPI_Fint * st, MPI_Fint * ierr)
-#define A_wait (req, st, ierr)
-#define P_test (MPI_Fint * req, MPI_Fint * flag, MPI_Fint * st, MPI_Fint * ierr)
-#define A_test (req, flag, st, ierr)
-#define P_waitall (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * sts, MPI_Fint * ierr)
-#define A_waitall (count, reqs, sts, ierr)
-#define P_testall (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * flag, MPI_Fint * sts, MPI_Fint * ierr)
-#define A_testall (count, reqs, flag, sts, ierr)
-#define P_waitany (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * index, MPI_Fint * st, MPI_Fint * ierr)
-#define A_waitany (count, reqs, index, st, ierr)
-#define P_testany \
-    (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * index, MPI_Fint * flag, MPI_Fint * st, MPI_Fint * ierr)
-#define A_testany (count, reqs, index, flag, st, ierr)
-#define P_waitsome                                                                               \
-    (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * outcount, MPI_Fint * indices, MPI_Fint * sts, \
-     MPI_Fint * ierr)
-#define A_waitsome (count, reqs, outcount, indices, sts, ierr)
-#define P_start (MPI_Fint * req, MPI_Fint * ierr)
-#define A_start (req, ierr)
-#define P_startall (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * ierr)
-#define A_startall (count, reqs, ierr)
 
 /* Blocking point-to-point. */
 static void f_send(void *real, const char *call, void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *peer,
@@ -830,7 +805,6 @@ static void f_iredscat(void *real, const char *call, void *sbuf, void *rbuf, MPI
 /* Fortran arguments are passed by reference in every binding, and mpi_f08's
  * handle types hold one integer, so one parameter list serves mpif.h,
  * `use mpi` and mpi_f08 (Open MPI's ompi_*_f and MPICH's *_f08_ alike). */
-#ifndef P_init
 #define P_init (MPI_Fint * ierr)
 #define A_init (ierr)
 #define P_init_thread (MPI_Fint * required, MPI_Fint * provided, MPI_Fint * ierr)
@@ -856,7 +830,6 @@ static void f_iredscat(void *real, const char *call, void *sbuf, void *rbuf, MPI
 #define A_start (req, ierr)
 #define P_startall (MPI_Fint * count, MPI_Fint * reqs, MPI_Fint * ierr)
 #define A_startall (count, reqs, ierr)
-#endif
 
 static void f_init(void *real, const char *call, MPI_Fint *ierr)
 {
