@@ -110,6 +110,12 @@ module ptsc
       import :: c_ptr
       type(c_ptr) :: c_last_error
     end function c_last_error
+    function c_set_error(status, detail) bind(C, name='ptsc_set_error')
+      import :: c_int, c_char
+      integer(c_int), value :: status
+      character(kind=c_char), dimension(*), intent(in) :: detail
+      integer(c_int) :: c_set_error
+    end function c_set_error
     function c_version_string() bind(C, name='ptsc_version_string')
       import :: c_ptr
       type(c_ptr) :: c_version_string
@@ -370,6 +376,14 @@ contains
     if (ok) p = c_loc(buf)
   end function addr
 
+  ! Refuses a buffer the module cannot pass (not contiguous): PTSC_ERR_ARG,
+  ! with ptsc_last_error() naming the call and the argument.
+  integer(c_int) function refuse(what) result(rc)
+    character(*), intent(in) :: what
+    rc = c_set_error(PTSC_ERR_ARG, what//' is not contiguous (pass a contiguous array, or copy the section '// &
+                     'into one)'//c_null_char)
+  end function refuse
+
   ! A C string as a Fortran string ('' for NULL).
   function fstring(s) result(f)
     type(c_ptr), intent(in) :: s
@@ -439,7 +453,7 @@ contains
     done = d /= 0
   end function ptsc_test
 
-#define BUF_ARG(b, p) if (.not. addr(b, p)) then; rc = PTSC_ERR_ARG; return; end if
+#define BUF_ARG(b, p, what) if (.not. addr(b, p)) then; rc = refuse(what); return; end if
 
   !> Point-to-point: (rank, thread) addressing over the lanes.
   integer(c_int) function ptsc_send(ctx, buf, count, type, rank, thread, tag) result(rc)
@@ -447,7 +461,7 @@ contains
     type(*), dimension(..), target, intent(in) :: buf
     integer, intent(in) :: count, type, rank, thread, tag
     type(c_ptr) :: p
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_send: buf')
     rc = f_send(ctx, p, count, type, rank, thread, tag)
   end function ptsc_send
 
@@ -456,7 +470,7 @@ contains
     type(*), dimension(..), target, intent(inout) :: buf
     integer, intent(in) :: count, type, rank, thread, tag
     type(c_ptr) :: p
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_recv: buf')
     rc = f_recv(ctx, p, count, type, rank, thread, tag)
   end function ptsc_recv
 
@@ -467,7 +481,7 @@ contains
     type(ptsc_request), intent(out) :: req
     type(c_ptr) :: p
     req%p = c_null_ptr
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_isend: buf')
     rc = f_isend(ctx, p, count, type, rank, thread, tag, req)
   end function ptsc_isend
 
@@ -478,7 +492,7 @@ contains
     type(ptsc_request), intent(out) :: req
     type(c_ptr) :: p
     req%p = c_null_ptr
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_irecv: buf')
     rc = f_irecv(ctx, p, count, type, rank, thread, tag, req)
   end function ptsc_irecv
 
@@ -489,8 +503,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, dest_rank, dest_thread, stag, rcount, rtype, src_rank, src_thread, rtag
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_sendrecv: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_sendrecv: rbuf')
     rc = f_sendrecv(ctx, sp, scount, stype, dest_rank, dest_thread, stag, rp, rcount, rtype, src_rank, &
                     src_thread, rtag)
   end function ptsc_sendrecv
@@ -501,7 +515,7 @@ contains
     type(*), dimension(..), target, intent(inout) :: buf
     integer, intent(in) :: count, type, root
     type(c_ptr) :: p
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_bcast: buf')
     rc = f_bcast(ctx, p, count, type, root)
   end function ptsc_bcast
 
@@ -511,8 +525,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op, root
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_reduce: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_reduce: rbuf')
     rc = f_reduce(ctx, sp, rp, count, type, op, root)
   end function ptsc_reduce
 
@@ -522,8 +536,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_allreduce: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_allreduce: rbuf')
     rc = f_allreduce(ctx, sp, rp, count, type, op)
   end function ptsc_allreduce
 
@@ -533,8 +547,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_scan: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_scan: rbuf')
     rc = f_scan(ctx, sp, rp, count, type, op)
   end function ptsc_scan
 
@@ -544,8 +558,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_exscan: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_exscan: rbuf')
     rc = f_exscan(ctx, sp, rp, count, type, op)
   end function ptsc_exscan
 
@@ -555,8 +569,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: count, type, op
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_reduce_scatter_block: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_reduce_scatter_block: rbuf')
     rc = f_reduce_scatter_block(ctx, sp, rp, count, type, op)
   end function ptsc_reduce_scatter_block
 
@@ -566,8 +580,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_allgather: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_allgather: rbuf')
     rc = f_allgather(ctx, sp, scount, stype, rp, rcount, rtype)
   end function ptsc_allgather
 
@@ -577,8 +591,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_alltoall: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_alltoall: rbuf')
     rc = f_alltoall(ctx, sp, scount, stype, rp, rcount, rtype)
   end function ptsc_alltoall
 
@@ -588,8 +602,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype, root
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_gather: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_gather: rbuf')
     rc = f_gather(ctx, sp, scount, stype, rp, rcount, rtype, root)
   end function ptsc_gather
 
@@ -599,8 +613,8 @@ contains
     type(*), dimension(..), target, intent(inout) :: rbuf
     integer, intent(in) :: scount, stype, rcount, rtype, root
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_scatter: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_scatter: rbuf')
     rc = f_scatter(ctx, sp, scount, stype, rp, rcount, rtype, root)
   end function ptsc_scatter
 
@@ -613,8 +627,8 @@ contains
     integer, intent(in) :: scount, stype, rtype, root
     integer(c_int), intent(in) :: rcounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_gatherv: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_gatherv: rbuf')
     rc = f_gatherv(ctx, sp, scount, stype, rp, rcounts, displs, rtype, root)
   end function ptsc_gatherv
 
@@ -625,8 +639,8 @@ contains
     integer, intent(in) :: stype, rcount, rtype, root
     integer(c_int), intent(in) :: scounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_scatterv: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_scatterv: rbuf')
     rc = f_scatterv(ctx, sp, scounts, displs, stype, rp, rcount, rtype, root)
   end function ptsc_scatterv
 
@@ -637,8 +651,8 @@ contains
     integer, intent(in) :: scount, stype, rtype
     integer(c_int), intent(in) :: rcounts(*), displs(*)
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_allgatherv: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_allgatherv: rbuf')
     rc = f_allgatherv(ctx, sp, scount, stype, rp, rcounts, displs, rtype)
   end function ptsc_allgatherv
 
@@ -650,8 +664,8 @@ contains
     integer, intent(in) :: stype, rtype
     integer(c_int), intent(in) :: scounts(*), sdispls(*), rcounts(*), rdispls(*)
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_alltoallv: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_alltoallv: rbuf')
     rc = f_alltoallv(ctx, sp, scounts, sdispls, stype, rp, rcounts, rdispls, rtype)
   end function ptsc_alltoallv
 
@@ -662,7 +676,7 @@ contains
     integer, intent(in) :: nthreads, count, type, root_rank, root_thread
     type(*), dimension(..), target, intent(inout) :: buf
     type(c_ptr) :: p
-    BUF_ARG(buf, p)
+    BUF_ARG(buf, p, 'ptsc_world_bcast: buf')
     rc = f_world_bcast(ctx, nthreads, p, count, type, root_rank, root_thread)
   end function ptsc_world_bcast
 
@@ -673,8 +687,8 @@ contains
     type(*), dimension(..), target, intent(in) :: sbuf
     type(*), dimension(..), target, intent(inout) :: rbuf
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_world_reduce: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_world_reduce: rbuf')
     rc = f_world_reduce(ctx, nthreads, sp, rp, count, type, op, root_rank, root_thread)
   end function ptsc_world_reduce
 
@@ -684,8 +698,8 @@ contains
     type(*), dimension(..), target, intent(in) :: sbuf
     type(*), dimension(..), target, intent(inout) :: rbuf
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_world_allreduce: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_world_allreduce: rbuf')
     rc = f_world_allreduce(ctx, nthreads, sp, rp, count, type, op)
   end function ptsc_world_allreduce
 
@@ -695,8 +709,8 @@ contains
     type(*), dimension(..), target, intent(in) :: sbuf
     type(*), dimension(..), target, intent(inout) :: rbuf
     type(c_ptr) :: sp, rp
-    BUF_ARG(sbuf, sp)
-    BUF_ARG(rbuf, rp)
+    BUF_ARG(sbuf, sp, 'ptsc_world_allgather: sbuf')
+    BUF_ARG(rbuf, rp, 'ptsc_world_allgather: rbuf')
     rc = f_world_allgather(ctx, nthreads, sp, count, type, rp)
   end function ptsc_world_allgather
 

@@ -184,6 +184,20 @@ PTSC_API const char *ptsc_status_name(int status);
  */
 PTSC_API const char *ptsc_last_error(void);
 
+/**
+ * Records a failure found outside ptsc as the calling thread's last error,
+ * as a failing ptsc operation would: ptsc_last_error() then returns
+ * `detail` (truncated to its buffer). For bindings and wrappers built on
+ * this API that refuse an argument before calling ptsc (the Fortran module
+ * refuses a non-contiguous buffer this way). Any thread, before
+ * ptsc_init and after ptsc_finalize too.
+ * @param status a PTSC_ERR_* code (not PTSC_OK).
+ * @param detail the message, e.g. "ptsc_send: buf is not contiguous".
+ * @return status; PTSC_ERR_ARG (and that detail) when status is PTSC_OK or
+ *         not a ptsc status, or detail is NULL.
+ */
+PTSC_API int ptsc_set_error(int status, const char *detail);
+
 /** @param[out] rank this process's rank in the world communicator. */
 PTSC_API int ptsc_rank(int *rank);
 

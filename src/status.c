@@ -50,6 +50,15 @@ const char *ptsc_last_error(void)
     return t->detail;
 }
 
+int ptsc_set_error(int status, const char *detail)
+{
+    if (!detail)
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_set_error: detail is NULL");
+    if (status == PTSC_OK || !strcmp(ptsc_status_name(status), "PTSC_UNKNOWN_STATUS"))
+        return ptsc__err(PTSC_ERR_ARG, "ptsc_set_error: status %d is not a ptsc error code", status);
+    return ptsc__err(status, "%s", detail);
+}
+
 void ptsc__err_clear(void)
 {
     ptsc__tls_t *t = ptsc__tls();

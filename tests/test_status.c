@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <string.h>
 
 TestSuite(status, .init = ptsc_test_clean_env, .timeout = 60);
 
@@ -95,6 +96,29 @@ Test(status, last_error_set_by_a_failing_call)
     PTSC_ASSERT_RC(ptsc_initialized(NULL), PTSC_ERR_ARG);
     cr_expect_str_not_empty(ptsc_last_error());
     cr_expect_str_neq(ptsc_last_error(), first, "detail not replaced by the next error");
+}
+
+Test(status, set_error_records_a_binding_refusal)
+{
+    /* What a binding's own argument check reports, before ptsc_init too. */
+    PTSC_ASSERT_RC(ptsc_set_error(PTSC_ERR_ARG, "ptsc_send: buf is not contiguous"), PTSC_ERR_ARG);
+    cr_expect_str_eq(ptsc_last_error(), "ptsc_send: buf is not contiguous");
+    PTSC_ASSERT_RC(ptsc_set_error(PTSC_ERR_TAG, "x"), PTSC_ERR_TAG);
+    cr_expect_str_eq(ptsc_last_error(), "x");
+    /* Its own arguments are checked: no status to record, or no detail. */
+    PTSC_ASSERT_RC(ptsc_set_error(PTSC_OK, "fine"), PTSC_ERR_ARG);
+    cr_expect(strstr(ptsc_last_error(), "not a ptsc error code") != NULL, "detail \"%s\"", ptsc_last_error());
+    PTSC_ASSERT_RC(ptsc_set_error(-12345, "what"), PTSC_ERR_ARG);
+    cr_expect(strstr(ptsc_last_error(), "-12345") != NULL, "detail \"%s\"", ptsc_last_error());
+    PTSC_ASSERT_RC(ptsc_set_error(PTSC_ERR_ARG, NULL), PTSC_ERR_ARG);
+    cr_expect(strstr(ptsc_last_error(), "detail is NULL") != NULL, "detail \"%s\"", ptsc_last_error());
+    /* A detail longer than the buffer is cut, not overrun. */
+    char big[4096];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    PTSC_ASSERT_RC(ptsc_set_error(PTSC_ERR_ARG, big), PTSC_ERR_ARG);
+    cr_expect_lt(strlen(ptsc_last_error()), sizeof big - 1);
+    cr_expect_eq(ptsc_last_error()[0], 'a');
 }
 
 static void *fail_in_thread(void *arg)

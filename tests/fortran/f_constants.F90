@@ -80,6 +80,8 @@ program f_constants
   call check(len(ptsc_last_error()) > 0, 'no detail for the last error')
   rc = ptsc_send(ctx, a(1, :), 4, 0, 0, 0, 0)
   call check(rc == PTSC_ERR_ARG, 'a non-contiguous buffer is not refused: '//ptsc_status_name(rc))
+  call check(index(ptsc_last_error(), 'ptsc_send: buf is not contiguous') == 1, &
+             'the refusal of a non-contiguous buffer has the detail: '//ptsc_last_error())
   rc = ptsc_barrier(ctx)
   call check(rc == PTSC_ERR_NOT_INITIALIZED, 'ptsc_barrier before ptsc_init: '//ptsc_status_name(rc))
 
