@@ -21,21 +21,30 @@
  * Sleeping. With no index wanting, the agent lingers a short while (owners
  * then hand off without a system call) and then blocks on a condition
  * variable: an idle rank costs no core. While work is wanted and nothing
- * moves it backs off from yielding to short sleeps, so a long transfer
- * costs a fraction of a core, and it polls at once again after a pass that
- * moved something.
+ * moves it backs off from yielding to sleeps of a few microseconds, so a
+ * long transfer costs a fraction of a core, and it polls at once again
+ * after a pass that moved something. Its timer slack is 1 us (Linux), so a
+ * sleep lasts what it asks for: with the default 50 us, every sleep took
+ * 55 to 70 us and MPI's own progress of a message it holds (a rendezvous
+ * needs a call on both sides for each step) went by those steps, too slowly
+ * to finish within a computation (bench_overlap, docs/design.md).
  */
 #include "ptsc_internal.h"
 
 #include <sched.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <stdlib.h>
 #include <time.h>
 
 /* How long the agent keeps polling after the last want went down before it
- * blocks (owners hand off without waking it meanwhile), and the longest
- * sleep between sweeps while work is wanted. */
+ * blocks (owners hand off without waking it meanwhile) and its sleep
+ * between looks meanwhile; the longest sleep between sweeps while work is
+ * wanted. */
 #define LINGER_NS 2000000ull
-#define MAX_NAP_NS 20000l
+#define LINGER_NAP_NS 20000l
+#define MAX_NAP_NS 4000l
 
 static struct {
     int running; /* the agent thread exists */
@@ -94,6 +103,9 @@ static void *agent_main(void *arg)
 {
     (void)arg;
     int idle = 0;
+#ifdef __linux__
+    (void)prctl(PR_SET_TIMERSLACK, 1000ul); /* this thread's sleeps: 1 us late at most, not 50 */
+#endif
     uint64_t quiet_since = 0;
     for (;;) {
         if (atomic_load(&A.nwant) == 0) {
@@ -103,7 +115,7 @@ static void *agent_main(void *arg)
             if (now - quiet_since < LINGER_NS) {
                 if (atomic_load(&A.stop))
                     break;
-                nap(MAX_NAP_NS);
+                nap(LINGER_NAP_NS);
                 continue;
             }
             /* Raise sleeping, then look at nwant again: an owner raises
@@ -129,7 +141,7 @@ static void *agent_main(void *arg)
         if (++idle < 16)
             sched_yield();
         else
-            nap(idle < 24 ? 1000l << (idle - 16) / 2 : MAX_NAP_NS);
+            nap(idle < 22 ? 1000l << (idle - 16) / 2 : MAX_NAP_NS); /* 1, 1, 2, 2, 4, 4 us, then 4 */
         if (atomic_load(&A.stop))
             break;
     }
