@@ -5,18 +5,22 @@
  * a started operation completes whatever its thread does next (MPI's
  * progress rule) and messages move while the thread computes.
  *
- * Concurrency. A context's engine state (its requests, ring, stash) is
- * touched only under the lock of its thread index, lk[i]. The owner takes it
- * for every engine call (ptsc__progress_enter / _leave, through engine.c)
- * and holds it while it waits, so it drives its own work then; the agent
- * only ever try-locks, so it never waits for an owner and an owner waits
- * for the agent at most one progress pass. An owner leaving the engine with
- * work that only ptsc can move (a piece to copy or post, a receive to match,
- * a deferred post behind an event) raises want[i]; the agent sweeps the
- * indices whose want is raised and lowers it under the lock when nothing of
- * the context needs driving any more. The context pointer the agent uses,
- * ctx[i], is set and cleared under lk[i] too, so a context is never freed
- * while the agent holds it (ptsc__progress_forget).
+ * Concurrency. An owner leaving the engine with work that only ptsc can
+ * move (a piece to copy or post, a receive to match, a deferred post behind
+ * an event) raises want[i]; only the owner raises it. The agent touches a
+ * context's engine state (its requests, ring, stash) only while want[i] is
+ * raised and only under the lock of its index, lk[i], which it only ever
+ * try-locks, so it never waits for an owner; it lowers want[i] under that
+ * lock, last, when nothing of the context needs driving any more. So an
+ * owner entering the engine with want[i] down knows the agent is not there
+ * and will not come (it lowered it after its last touch: release and
+ * acquire order) and goes on without the lock: the fast paths (a blocking
+ * host call, a small host isend) pay one atomic load. With want[i] raised
+ * it takes the lock, holds it while it waits (it drives its own work then)
+ * and waits for the agent at most one progress pass. The context pointer
+ * the agent uses, ctx[i], is published before want[i] is raised and cleared
+ * under lk[i], so a context is never freed while the agent holds it
+ * (ptsc__progress_forget).
  *
  * Sleeping. With no index wanting, the agent lingers a short while (owners
  * then hand off without a system call) and then blocks on a condition
@@ -57,7 +61,8 @@ static struct {
     int n;
     pthread_mutex_t *lk; /* per thread index: its context's engine state */
     ptsc_ctx_t **ctx;    /* per index, under lk[i]: the context handed to the agent */
-    atomic_int *want;    /* per index, written under lk[i], read as a hint without it */
+    atomic_int *want;    /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
+    char *held;          /* per index, the owner's own: it took lk[i] at its engine entry */
     ptsc__drive_fn drive;
     atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
 } A;
@@ -71,7 +76,7 @@ static void nap(long ns)
 static void lower_want(int i)
 {
     if (atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
-        atomic_store_explicit(&A.want[i], 0, memory_order_relaxed);
+        atomic_store_explicit(&A.want[i], 0, memory_order_release); /* after every touch of the context */
         atomic_fetch_sub(&A.nwant, 1);
     }
 }
@@ -81,11 +86,11 @@ static int sweep(void)
 {
     int moved = 0;
     for (int i = 0; i < A.n; i++) {
-        if (!atomic_load_explicit(&A.want[i], memory_order_relaxed))
+        if (!atomic_load_explicit(&A.want[i], memory_order_acquire))
             continue;
         if (pthread_mutex_trylock(&A.lk[i]) != 0)
             continue; /* its owner is in ptsc and drives it */
-        if (A.ctx[i] && atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
+        if (atomic_load_explicit(&A.want[i], memory_order_acquire) && A.ctx[i]) {
             int m = 0;
             if (!A.drive(A.ctx[i], &m))
                 lower_want(i);
@@ -163,10 +168,12 @@ int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive)
     A.lk = calloc((size_t)nthreads, sizeof *A.lk);
     A.ctx = calloc((size_t)nthreads, sizeof *A.ctx);
     A.want = calloc((size_t)nthreads, sizeof *A.want);
-    if (!A.lk || !A.ctx || !A.want) {
+    A.held = calloc((size_t)nthreads, sizeof *A.held);
+    if (!A.lk || !A.ctx || !A.want || !A.held) {
         free(A.lk);
         free(A.ctx);
         free(A.want);
+        free(A.held);
         A.lk = NULL;
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: progress agent tables");
     }
@@ -209,9 +216,11 @@ void ptsc__progress_teardown(void)
     free(A.lk);
     free(A.ctx);
     free(A.want);
+    free(A.held);
     A.lk = NULL;
     A.ctx = NULL;
     A.want = NULL;
+    A.held = NULL;
 }
 
 int ptsc__progress_agent_on(void) { return A.lk != NULL; }
@@ -220,8 +229,14 @@ unsigned long long ptsc__progress_sweeps(void) { return atomic_load(&A.sweeps); 
 
 void ptsc__progress_enter(ptsc_ctx_t *ctx)
 {
-    if (A.lk)
-        pthread_mutex_lock(&A.lk[ctx->index]);
+    if (!A.lk)
+        return;
+    int i = ctx->index;
+    /* With want[i] down the agent is not in this context and will not come
+     * until this owner raises it (see the top of the file). */
+    A.held[i] = atomic_load_explicit(&A.want[i], memory_order_acquire) != 0;
+    if (A.held[i])
+        pthread_mutex_lock(&A.lk[i]);
 }
 
 void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)
@@ -230,11 +245,13 @@ void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)
         return;
     int i = ctx->index;
     if (!want) {
-        lower_want(i);
+        lower_want(i); /* raised only if this owner holds lk[i] */
     } else if (!atomic_load_explicit(&A.want[i], memory_order_relaxed)) {
+        /* Publish the context, count the want, then raise it: an agent that
+         * sees it raised sees the context and the count. */
         A.ctx[i] = ctx;
-        atomic_store_explicit(&A.want[i], 1, memory_order_relaxed);
         atomic_fetch_add(&A.nwant, 1);
+        atomic_store_explicit(&A.want[i], 1, memory_order_release);
         /* Wake the agent only when it blocks; while it lingers or polls it
          * sees the raised want on its next sweep (see agent_main). */
         if (atomic_load(&A.sleeping)) {
@@ -243,7 +260,10 @@ void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)
             pthread_mutex_unlock(&A.mu);
         }
     }
-    pthread_mutex_unlock(&A.lk[i]);
+    if (A.held[i]) {
+        A.held[i] = 0;
+        pthread_mutex_unlock(&A.lk[i]);
+    }
 }
 
 void ptsc__progress_forget(ptsc_ctx_t *ctx)

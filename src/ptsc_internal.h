@@ -491,8 +491,9 @@ void ptsc__progress_stop(void);
 void ptsc__progress_teardown(void);
 int ptsc__progress_agent_on(void);
 unsigned long long ptsc__progress_sweeps(void);
-/* The owner's engine section: enter takes the index's lock; leave raises
- * (want = 1) or lowers the index's want and drops the lock. */
+/* The owner's engine section: enter takes the index's lock only while the
+ * index's want is raised (the agent may be in the context); leave raises
+ * (want = 1) or lowers the index's want and drops the lock if taken. */
 void ptsc__progress_enter(ptsc_ctx_t *ctx);
 void ptsc__progress_leave(ptsc_ctx_t *ctx, int want);
 /* Before a context is freed: the agent lets go of it. */
