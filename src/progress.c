@@ -61,8 +61,8 @@ static struct {
     int n;
     pthread_mutex_t *lk; /* per thread index: its context's engine state */
     ptsc_ctx_t **ctx;    /* per index, under lk[i]: the context handed to the agent */
-    atomic_int *want;    /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
-    char *held;          /* per index, the owner's own: it took lk[i] at its engine entry */
+    atomic_int *want; /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
+    char *held;       /* per index, the owner's own: it took lk[i] at its engine entry */
     ptsc__drive_fn drive;
     atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
 } A;
