@@ -120,12 +120,34 @@ struct ptsc_request {
     char *pack;       /* truncated framed receive into a non-contiguous type: its first bytes */
     const char *call; /* the call that started it, for PTSC_TIMEOUT's diagnostic */
     char *detail;     /* the detail of the failure in r->rc, for the call that completes it */
-    /* A lane collective (icoll.c): its operations and their state, NULL
-     * for a message. Such a request has no pieces; each progress pass
-     * advances it (ops_step), and the point-to-point ordering rules skip it. */
+    const struct req_kind *kind; /* a message or a lane collective (below) */
+    /* A lane collective (icoll.c): its operations and their state. Such a
+     * request has no pieces; each progress pass advances it. */
     const struct ptsc__req_ops *ops;
     void *op;
 };
+
+/* The kinds of request the engine drives: its own point-to-point messages
+ * (pieces, matching, MPI's order) and the lane collectives icoll.c plugs in
+ * through struct ptsc__req_ops. Whatever the engine does to a request that
+ * differs by kind goes through this table (defined with the kinds' code
+ * below), so no engine code asks which kind a request is. */
+struct req_kind {
+    void (*step)(struct ptsc_request *r, int *moved); /* one progress pass */
+    /* Unfinished work that only ptsc moves (the progress agent's want), and
+     * whether the agent may queue a copy that touches the caller's memory. */
+    int (*needs_drive)(const struct ptsc_request *r);
+    int (*may_copy_user)(const struct ptsc_request *r);
+    int ordered; /* takes part in the point-to-point order (channel, matching, probes) */
+    void (*wait_begin)(struct ptsc_request *r); /* NVTX range and PTSC_TIMEOUT's diagnostic */
+    void (*cancel)(struct ptsc_request *r);     /* ptsc_cancel */
+    void (*drain)(struct ptsc_request *r);      /* its thread ends with it in flight: let go */
+    /* ptsc_request_free before it finished: PTSC_OK (it completes in the
+     * background) or a refusal with *kept = 1. */
+    int (*free_early)(struct ptsc_request *r, int *kept, const char *call);
+    void (*release)(struct ptsc_request *r); /* what it holds beyond the common fields (req_put) */
+};
+static const struct req_kind msg_kind, coll_kind;
 
 static size_t chunk(void) { return ptsc__g.cfg.staging_chunk; }
 
@@ -167,10 +189,9 @@ static struct ptsc_request *req_get(ptsc_ctx_t *ctx)
 static void req_put(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    if (r->ops)
-        r->ops->free(r->op);
-    r->ops = NULL;
-    r->op = NULL;
+    if (r->kind)
+        r->kind->release(r);
+    r->kind = NULL;
     if (r->pc != &r->one)
         free(r->pc);
     free(r->first);
@@ -289,7 +310,7 @@ static int unmatched(const struct ptsc_request *q)
 static int earlier_waiting(const struct ptsc_request *r)
 {
     for (struct ptsc_request *q = r->ctx->eng.active; q && q != r; q = q->anext) {
-        if (q->state == R_DONE || q->ops || q->is_recv != r->is_recv || q->thread != r->thread ||
+        if (q->state == R_DONE || !q->kind->ordered || q->is_recv != r->is_recv || q->thread != r->thread ||
             q->tag != r->tag)
             continue;
         if (r->is_recv ? !unmatched(q) : q->nposted > 0)
@@ -1041,7 +1062,7 @@ static void abandon(struct ptsc_request *r)
 
 /* A collective's request: its schedule, or MPI's request, moves on; once
  * complete, its results are in place and MPI holds nothing of it. */
-static void ops_step(struct ptsc_request *r, int *moved)
+static void coll_step(struct ptsc_request *r, int *moved)
 {
     int rc = PTSC_OK;
     if (r->ops->progress(r->op, moved, &rc)) {
@@ -1050,12 +1071,9 @@ static void ops_step(struct ptsc_request *r, int *moved)
     }
 }
 
-static void step(struct ptsc_request *r, int *moved)
+/* A message: match a receive, then move each piece. */
+static void msg_step(struct ptsc_request *r, int *moved)
 {
-    if (r->ops) {
-        ops_step(r, moved);
-        return;
-    }
     if (r->state == R_MATCH) {
         if (earlier_waiting(r))
             return;
@@ -1107,7 +1125,7 @@ static int progress_pass(ptsc_ctx_t *ctx)
         next = r->anext;
         if (r->state == R_DONE)
             continue;
-        step(r, &moved);
+        r->kind->step(r, &moved);
         if (r->freed && r->state == R_DONE)
             release_freed(r);
     }
@@ -1183,6 +1201,7 @@ static int engine_start(ptsc_ctx_t *ctx, int is_recv, void *buf, int count, MPI_
     struct ptsc_request *r = req_get(ctx);
     if (!r)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: request", call);
+    r->kind = &msg_kind;
     /* A direct hand-over under the thread scope waits for an event instead
      * of blocking here (ptsc__sync_buffer_deferred). */
     if (!staged && cls != PTSC_MEM_HOST && !r->ev && ptsc__g.ndevices > 0)
@@ -1258,6 +1277,7 @@ static int engine_start_ops(ptsc_ctx_t *ctx, const struct ptsc__req_ops *ops, vo
         return rc;
     }
     /* No peer thread or tag: the point-to-point order never waits on it. */
+    r->kind = &coll_kind;
     r->ops = ops;
     r->op = op;
     r->state = R_RUN;
@@ -1346,16 +1366,7 @@ static void wait_lone_copy(struct ptsc_request *r)
 static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 {
     ptsc_ctx_t *ctx = r->ctx;
-    if (r->ops)
-        ptsc__nvtx_push("%s", r->call);
-    else
-        ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
-    if (r->state != R_DONE)
-        ptsc__wait_begin(ctx, r->call,
-                         r->ops       ? PTSC__WAIT_COLL
-                         : r->is_recv ? PTSC__WAIT_RECV
-                                      : PTSC__WAIT_SEND,
-                         r->rank, r->thread, r->tag, r->bytes);
+    r->kind->wait_begin(r);
     while (r->state != R_DONE) {
         wait_lone_copy(r);
         idle(ctx, progress_pass(ctx));
@@ -1390,7 +1401,7 @@ int ptsc__request_mark(struct ptsc_request *r, int on)
  * (a job that neither frames nor guards) is cancelled in MPI, which decides:
  * it completes cancelled, or normally if a message matched it first. Sends
  * and matched receives are left to complete normally. */
-static void engine_cancel_mark(struct ptsc_request *r)
+static void msg_cancel(struct ptsc_request *r)
 {
     if (!r->is_recv || r->state == R_DONE)
         return;
@@ -1407,16 +1418,21 @@ static void engine_cancel_mark(struct ptsc_request *r)
 static int engine_free(struct ptsc_request *r, int *kept, const char *call)
 {
     *kept = 0;
-    if (r->state == R_DONE)
-        return complete(r, NULL);
-    if (r->ops) {
-        *kept = 1;
-        return ptsc__err(
-            PTSC_ERR_PENDING,
-            "%s: a collective in flight (%s) cannot be freed (its buffers are read and written until "
-            "it completes); complete it with ptsc_wait or ptsc_test",
-            call, r->call);
-    }
+    return r->state == R_DONE ? complete(r, NULL) : r->kind->free_early(r, kept, call);
+}
+
+static int coll_free_early(struct ptsc_request *r, int *kept, const char *call)
+{
+    *kept = 1;
+    return ptsc__err(
+        PTSC_ERR_PENDING,
+        "%s: a collective in flight (%s) cannot be freed (its buffers are read and written until "
+        "it completes); complete it with ptsc_wait or ptsc_test",
+        call, r->call);
+}
+
+static int msg_free_early(struct ptsc_request *r, int *kept, const char *call)
+{
     *kept = r->is_recv;
     if (r->is_recv)
         return ptsc__err(PTSC_ERR_PENDING,
@@ -1664,7 +1680,7 @@ static size_t stash_size(const struct ptsc__stash *s)
 static int receive_before(const ptsc_ctx_t *ctx, int rank, int thread, int tag)
 {
     for (const struct ptsc_request *q = ctx->eng.active; q; q = q->anext)
-        if (q->is_recv && !q->ops && q->state != R_DONE && unmatched(q) && q->thread == thread &&
+        if (q->is_recv && q->kind->ordered && q->state != R_DONE && unmatched(q) && q->thread == thread &&
             q->tag == tag && (q->rank == rank || q->rank == PTSC_ANY_RANK))
             return 1;
     return 0;
@@ -1754,6 +1770,21 @@ static int engine_probe(ptsc_ctx_t *ctx, int rank, int thread, int tag, int *fla
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* A message whose thread ends: a receive that no message matched is
+ * cancelled, one posted to MPI unmatched is cancelled in MPI; the rest
+ * completes. */
+static void msg_drain(struct ptsc_request *r)
+{
+    if (r->is_recv && r->state == R_MATCH) {
+        fail(r, PTSC_ERR_PENDING);
+        r->ndone = r->npieces;
+        r->state = R_RUN;
+        finish_if_done(r);
+    } else if (r->is_recv && !ptsc__g.framed && r->pc[0].st == P_MPI) {
+        MPI_Cancel(&r->pc[0].mreq);
+    }
+}
+
 static int engine_drain(ptsc_ctx_t *ctx)
 {
     int pending = ctx->eng.outstanding;
@@ -1761,17 +1792,8 @@ static int engine_drain(ptsc_ctx_t *ctx)
      * (sends, matched receives, collectives, which MPI cannot cancel)
      * completes, so MPI holds no request of ours and no buffer is freed
      * under a copy. */
-    for (struct ptsc_request *r = ctx->eng.active, *next; r; r = next) {
-        next = r->anext;
-        if (r->is_recv && r->state == R_MATCH) {
-            fail(r, PTSC_ERR_PENDING);
-            r->ndone = r->npieces;
-            r->state = R_RUN;
-            finish_if_done(r);
-        } else if (r->is_recv && !ptsc__g.framed && r->pc[0].st == P_MPI) {
-            MPI_Cancel(&r->pc[0].mreq);
-        }
-    }
+    for (struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
+        r->kind->drain(r);
     if (pending)
         ptsc__log(PTSC__LOG_WARN,
                   "%d request(s) of thread %d were still in flight at its end: sends, matched receives and "
@@ -1825,38 +1847,99 @@ static void engine_release(ptsc_ctx_t *ctx)
  * it (bench_overlap). A message of up to DRIVE_MPI_MIN bytes MPI holds
  * travels eagerly: the fast paths (small host messages) pay no hand-off. */
 #define DRIVE_MPI_MIN 4096
+static int msg_needs_drive(const struct ptsc_request *r)
+{
+    return r->state == R_MATCH || r->framed || r->npieces != 1 || r->pc[0].st != P_MPI ||
+           (r->is_recv ? r->total : r->bytes) > DRIVE_MPI_MIN;
+}
+
+static int coll_needs_drive(const struct ptsc_request *r) { return !r->ops->ready(r->op); }
+
 static int needs_drive(const ptsc_ctx_t *ctx)
 {
-    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext) {
-        if (r->state == R_DONE)
-            continue;
-        if (r->ops) {
-            if (!r->ops->ready(r->op))
-                return 1;
-            continue;
-        }
-        if (r->state == R_MATCH || r->framed || r->npieces != 1 || r->pc[0].st != P_MPI)
+    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
+        if (r->state != R_DONE && r->kind->needs_drive(r))
             return 1;
-        if ((r->is_recv ? r->total : r->bytes) > DRIVE_MPI_MIN)
-            return 1;
-    }
     return 0;
 }
 
 /* Whether the agent may queue a copy that touches the caller's memory: a
- * staged send with a piece not copied yet, or a receive into device memory. */
-static int may_copy_user(const ptsc_ctx_t *ctx)
+ * staged send with a piece not copied yet, or a receive into device memory.
+ * A collective's copies are its owner's (ptsc__coll_finish). */
+static int msg_may_copy_user(const struct ptsc_request *r)
 {
-    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext) {
-        if (r->state == R_DONE || r->ops)
-            continue;
-        if (r->is_recv ? r->cls != PTSC_MEM_HOST : r->staged)
-            for (int k = 0; k < r->npieces; k++)
-                if (r->is_recv || r->pc[k].st == P_IDLE)
-                    return 1;
-    }
+    if (r->is_recv ? r->cls != PTSC_MEM_HOST : r->staged)
+        for (int k = 0; k < r->npieces; k++)
+            if (r->is_recv || r->pc[k].st == P_IDLE)
+                return 1;
     return 0;
 }
+
+static int coll_may_copy_user(const struct ptsc_request *r)
+{
+    (void)r;
+    return 0;
+}
+
+static int may_copy_user(const ptsc_ctx_t *ctx)
+{
+    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
+        if (r->state != R_DONE && r->kind->may_copy_user(r))
+            return 1;
+    return 0;
+}
+
+/* The two kinds of request (struct req_kind, at the top). */
+static void msg_wait_begin(struct ptsc_request *r)
+{
+    ptsc__nvtx_push_msg(r->call, r->rank, r->thread, r->tag, r->bytes, r->staged);
+    if (r->state != R_DONE)
+        ptsc__wait_begin(r->ctx, r->call, r->is_recv ? PTSC__WAIT_RECV : PTSC__WAIT_SEND, r->rank, r->thread,
+                         r->tag, r->bytes);
+}
+
+static void coll_wait_begin(struct ptsc_request *r)
+{
+    ptsc__nvtx_push("%s", r->call);
+    if (r->state != R_DONE)
+        ptsc__wait_begin(r->ctx, r->call, PTSC__WAIT_COLL, r->rank, r->thread, r->tag, r->bytes);
+}
+
+/* A collective is neither cancelled nor let go: MPI cannot cancel one, so
+ * ptsc_cancel and its thread's end leave it to complete. */
+static void coll_completes(struct ptsc_request *r) { (void)r; }
+
+static void msg_release(struct ptsc_request *r) { (void)r; }
+
+static void coll_release(struct ptsc_request *r)
+{
+    r->ops->free(r->op);
+    r->ops = NULL;
+    r->op = NULL;
+}
+
+static const struct req_kind msg_kind = {
+    .step = msg_step,
+    .needs_drive = msg_needs_drive,
+    .may_copy_user = msg_may_copy_user,
+    .ordered = 1,
+    .wait_begin = msg_wait_begin,
+    .cancel = msg_cancel,
+    .drain = msg_drain,
+    .free_early = msg_free_early,
+    .release = msg_release,
+};
+static const struct req_kind coll_kind = {
+    .step = coll_step,
+    .needs_drive = coll_needs_drive,
+    .may_copy_user = coll_may_copy_user,
+    .ordered = 0,
+    .wait_begin = coll_wait_begin,
+    .cancel = coll_completes,
+    .drain = coll_completes,
+    .free_early = coll_free_early,
+    .release = coll_release,
+};
 
 /* A per-thread stream (cudaStreamPerThread) means the calling thread's own
  * stream, so the agent queues the context's copies on a stream of its own,
@@ -2009,7 +2092,7 @@ void ptsc__engine_cancel_mark(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
     enter(ctx);
-    engine_cancel_mark(r);
+    r->kind->cancel(r);
     leave(ctx);
 }
 
@@ -2017,7 +2100,7 @@ int ptsc__engine_cancel(struct ptsc_request *r)
 {
     ptsc_ctx_t *ctx = r->ctx;
     enter(ctx);
-    engine_cancel_mark(r);
+    r->kind->cancel(r);
     int rc = engine_wait(r, NULL);
     leave(ctx);
     return rc;

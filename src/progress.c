@@ -25,13 +25,14 @@
  * Sleeping. With no index wanting, the agent lingers a short while (owners
  * then hand off without a system call) and then blocks on a condition
  * variable: an idle rank costs no core. While work is wanted and nothing
- * moves it backs off from yielding to sleeps of a few microseconds, so a
- * long transfer costs a fraction of a core, and it polls at once again
- * after a pass that moved something. Its timer slack is 1 us (Linux), so a
- * sleep lasts what it asks for: with the default 50 us, every sleep took
- * 55 to 70 us and MPI's own progress of a message it holds (a rendezvous
- * needs a call on both sides for each step) went by those steps, too slowly
- * to finish within a computation (bench_overlap, docs/design.md).
+ * moves it backs off from yielding to sleeps of up to 4 us (50 us while its
+ * sleeps overrun: its cores are oversubscribed), so a long transfer costs a
+ * fraction of a core, and it polls at once again after a pass that moved
+ * something. Its timer slack is 1 us (Linux), so a sleep lasts what
+ * it asks for: with the default 50 us, every 20 us sleep took 55 to 70 us
+ * and MPI's own progress of a message it holds (a rendezvous needs a call
+ * on both sides for each step) went by those steps, too slowly to finish
+ * within a computation (bench_overlap, docs/design.md).
  */
 #include "ptsc_internal.h"
 
@@ -45,10 +46,19 @@
 /* How long the agent keeps polling after the last want went down before it
  * blocks (owners hand off without waking it meanwhile) and its sleep
  * between looks meanwhile; the longest sleep between sweeps while work is
- * wanted. */
+ * wanted (MPI moves a message it holds one protocol step per call, so the
+ * agent looks often). */
 #define LINGER_NS 2000000ull
 #define LINGER_NAP_NS 20000l
-#define MAX_NAP_NS 4000l
+#define NAP_NS 4000l
+/* A nap that overran by more than OVERRUN_NS means the agent waited for a
+ * core: the rank's cores are oversubscribed. The next CROWDED_NAPS naps
+ * then last up to CROWDED_NAP_NS, so the agent does not take the cores
+ * the owners need (4 us naps by several agents on 2 cores stalled random
+ * multithreaded tests for minutes). */
+#define OVERRUN_NS 50000ull
+#define CROWDED_NAP_NS 50000l
+#define CROWDED_NAPS 64
 
 static struct {
     int running; /* the agent thread exists */
@@ -107,7 +117,7 @@ static int sweep(void)
 static void *agent_main(void *arg)
 {
     (void)arg;
-    int idle = 0;
+    int idle = 0, crowded = 0;
 #ifdef __linux__
     (void)prctl(PR_SET_TIMERSLACK, 1000ul); /* this thread's sleeps: 1 us late at most, not 50 */
 #endif
@@ -142,11 +152,20 @@ static void *agent_main(void *arg)
             continue;
         }
         /* Nothing moved: yield for a few sweeps (a copy or a message is
-         * usually about to finish), then nap longer and longer. */
-        if (++idle < 16)
+         * usually about to finish), then nap 1, 2, 4 us and on; at most
+         * NAP_NS, or CROWDED_NAP_NS while naps overran (see above). */
+        if (++idle < 16) {
             sched_yield();
-        else
-            nap(idle < 22 ? 1000l << (idle - 16) / 2 : MAX_NAP_NS); /* 1, 1, 2, 2, 4, 4 us, then 4 */
+        } else {
+            long cap = crowded ? CROWDED_NAP_NS : NAP_NS, ns = 1000l << (idle < 22 ? idle - 16 : 6);
+            ns = ns < cap ? ns : cap;
+            uint64_t t0 = ptsc__now_ns();
+            nap(ns);
+            if (ptsc__now_ns() - t0 > (uint64_t)ns + OVERRUN_NS)
+                crowded = CROWDED_NAPS;
+            else if (crowded)
+                crowded--;
+        }
         if (atomic_load(&A.stop))
             break;
     }
