@@ -72,7 +72,6 @@ static struct {
     pthread_mutex_t *lk; /* per thread index: its context's engine state */
     ptsc_ctx_t **ctx;    /* per index, under lk[i]: the context handed to the agent */
     atomic_int *want; /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
-    char *held;       /* per index, the owner's own: it took lk[i] at its engine entry */
     ptsc__drive_fn drive;
     atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
 } A;
@@ -100,13 +99,15 @@ static int sweep(void)
             continue;
         if (pthread_mutex_trylock(&A.lk[i]) != 0)
             continue; /* its owner is in ptsc and drives it */
+        /* Raised, it stays raised while this holds the lock. Found down,
+         * it is left alone: its owner may raise it again at any moment
+         * without the lock (a context is published before its want is
+         * raised and withdrawn with it, so a raised want has one). */
         if (atomic_load_explicit(&A.want[i], memory_order_acquire) && A.ctx[i]) {
             int m = 0;
             if (!A.drive(A.ctx[i], &m))
                 lower_want(i);
             moved |= m;
-        } else {
-            lower_want(i);
         }
         pthread_mutex_unlock(&A.lk[i]);
     }
@@ -124,6 +125,7 @@ static void *agent_main(void *arg)
     uint64_t quiet_since = 0;
     for (;;) {
         if (atomic_load(&A.nwant) == 0) {
+            idle = crowded = 0; /* the next burst of work starts afresh */
             uint64_t now = ptsc__now_ns();
             if (!quiet_since)
                 quiet_since = now;
@@ -154,7 +156,8 @@ static void *agent_main(void *arg)
         /* Nothing moved: yield for a few sweeps (a copy or a message is
          * usually about to finish), then nap 1, 2, 4 us and on; at most
          * NAP_NS, or CROWDED_NAP_NS while naps overran (see above). */
-        if (++idle < 16) {
+        idle += idle < 64; /* counts up to where the naps stop growing */
+        if (idle < 16) {
             sched_yield();
         } else {
             long cap = crowded ? CROWDED_NAP_NS : NAP_NS, ns = 1000l << (idle < 22 ? idle - 16 : 6);
@@ -187,12 +190,10 @@ int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive)
     A.lk = calloc((size_t)nthreads, sizeof *A.lk);
     A.ctx = calloc((size_t)nthreads, sizeof *A.ctx);
     A.want = calloc((size_t)nthreads, sizeof *A.want);
-    A.held = calloc((size_t)nthreads, sizeof *A.held);
-    if (!A.lk || !A.ctx || !A.want || !A.held) {
+    if (!A.lk || !A.ctx || !A.want) {
         free(A.lk);
         free(A.ctx);
         free(A.want);
-        free(A.held);
         A.lk = NULL;
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: progress agent tables");
     }
@@ -235,11 +236,9 @@ void ptsc__progress_teardown(void)
     free(A.lk);
     free(A.ctx);
     free(A.want);
-    free(A.held);
     A.lk = NULL;
     A.ctx = NULL;
     A.want = NULL;
-    A.held = NULL;
 }
 
 int ptsc__progress_agent_on(void) { return A.lk != NULL; }
@@ -253,8 +252,8 @@ void ptsc__progress_enter(ptsc_ctx_t *ctx)
     int i = ctx->index;
     /* With want[i] down the agent is not in this context and will not come
      * until this owner raises it (see the top of the file). */
-    A.held[i] = atomic_load_explicit(&A.want[i], memory_order_acquire) != 0;
-    if (A.held[i])
+    ctx->agent.held = atomic_load_explicit(&A.want[i], memory_order_acquire) != 0;
+    if (ctx->agent.held)
         pthread_mutex_lock(&A.lk[i]);
 }
 
@@ -279,8 +278,8 @@ void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)
             pthread_mutex_unlock(&A.mu);
         }
     }
-    if (A.held[i]) {
-        A.held[i] = 0;
+    if (ctx->agent.held) {
+        ctx->agent.held = 0;
         pthread_mutex_unlock(&A.lk[i]);
     }
 }

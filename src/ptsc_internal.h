@@ -223,6 +223,7 @@ struct ptsc_ctx {
         int hand_new;     /* a request started since hand_ev was last recorded */
         int queued;       /* the agent queued copies on agent.stream that stream has not waited for */
         int driving;      /* the agent drives now (icoll.c leaves collective results to the owner) */
+        int held;         /* the owner's own: it took its index's lock at its engine entry (progress.c) */
         unsigned long long staged; /* staged bytes counted by the agent, added to stats by the owner */
     } agent;
 };
