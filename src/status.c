@@ -54,7 +54,7 @@ int ptsc_set_error(int status, const char *detail)
 {
     if (!detail)
         return ptsc__err(PTSC_ERR_ARG, "ptsc_set_error: detail is NULL");
-    if (status == PTSC_OK || !strcmp(ptsc_status_name(status), "PTSC_UNKNOWN_STATUS"))
+    if (status >= PTSC_OK || status <= -PTSC_STATUS_COUNT) /* the codes: 0 .. -(PTSC_STATUS_COUNT - 1) */
         return ptsc__err(PTSC_ERR_ARG, "ptsc_set_error: status %d is not a ptsc error code", status);
     return ptsc__err(status, "%s", detail);
 }
