@@ -10,6 +10,7 @@
 #include <ptsc.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,6 +123,117 @@ static inline double now_s(void)
 }
 
 /*
+ * One pause of a polling loop: a yield for the first 256 polls, then a
+ * 20 us sleep. Loops that only ever yield starved the thread with work for
+ * seconds to minutes when a 2-core machine ran several such programs
+ * (docs/design.md, "Known stall"). `n` counts the loop's polls; start it at 0.
+ */
+static inline void test_pause(unsigned *n)
+{
+    if ((*n)++ < 256) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+}
+
+/*
+ * A dump of every thread of this process, for a program that stopped
+ * moving: first what the kernel says of each (state, where it sleeps, the
+ * system call and its arguments: a futex address shared by two threads
+ * shows who waits for whom), read from /proc without stopping anyone; then
+ * each thread's own stack, printed by the thread from a signal handler, one
+ * thread after the other. The signal interrupts a thread's system call; a
+ * stall that ends right after the dump was a thread asleep on a wakeup it
+ * had missed (noted by the caller). Linux only; elsewhere it says so.
+ */
+#ifdef __linux__
+#include <dirent.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_dump_done;
+static void dump_handler(int sig)
+{
+    (void)sig;
+    void *pc[48];
+    int n = backtrace(pc, 48);
+    backtrace_symbols_fd(pc, n, 2);
+    g_dump_done = 1;
+}
+
+static inline void read_line(const char *path, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (!fgets(buf, (int)cap, f))
+        buf[0] = 0;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = 0;
+}
+
+static inline void thread_dump(const char *why)
+{
+    char path[96], comm[64], stat[512], wchan[64], sc[256];
+    pid_t self = (pid_t)syscall(SYS_gettid);
+    fprintf(stderr, "[rank %d] thread dump (%s), pid %d, dumping thread %d:\n", g_rank, why, (int)getpid(),
+            (int)self);
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return;
+    int tids[256], nt = 0;
+    for (struct dirent *de; (de = readdir(d)) && nt < 256;) {
+        if (de->d_name[0] == '.')
+            continue;
+        int tid = atoi(de->d_name);
+        tids[nt++] = tid;
+        snprintf(path, sizeof path, "/proc/self/task/%d/comm", tid);
+        read_line(path, comm, sizeof comm);
+        snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+        read_line(path, stat, sizeof stat);
+        snprintf(path, sizeof path, "/proc/self/task/%d/wchan", tid);
+        read_line(path, wchan, sizeof wchan);
+        snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
+        read_line(path, sc, sizeof sc);
+        const char *st = strrchr(stat, ')'); /* state follows the command in parentheses */
+        fprintf(stderr, "[rank %d]   task %d (%s) state %c wchan %s syscall %s\n", g_rank, tid, comm,
+                st && st[1] ? st[2] : '?', wchan[0] ? wchan : "-", sc);
+    }
+    closedir(d);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = dump_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGURG, &sa, &old);
+    void *warm[1];
+    (void)backtrace(warm, 1); /* loads the unwinder outside a handler */
+    for (int k = 0; k < nt; k++) {
+        if (tids[k] == self)
+            continue;
+        fprintf(stderr, "[rank %d] stack of task %d:\n", g_rank, tids[k]);
+        g_dump_done = 0;
+        if (syscall(SYS_tgkill, getpid(), tids[k], SIGURG) != 0)
+            continue;
+        for (int w = 0; w < 1000 && !g_dump_done; w++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    sigaction(SIGURG, &old, NULL);
+    fflush(stderr);
+}
+#else
+static inline void thread_dump(const char *why)
+{
+    fprintf(stderr, "[rank %d] thread dump (%s): not available on this system\n", g_rank, why);
+}
+#endif
+
+/*
  * Watchdog: a misrouted message usually leaves some receive waiting forever.
  * Rather than wait for ctest's TIMEOUT, abort the job 10 s after the first
  * failed check, or when the run exceeds PTSCTEST_DEADLINE seconds (default
@@ -145,6 +257,8 @@ static void *watchdog(void *arg)
         if ((first_fail > 0 && t - first_fail > 10) || t - t0 > deadline) {
             fprintf(stderr, "FAIL [rank %d] watchdog: %s after %.0f s; aborting the job\n", g_rank,
                     first_fail > 0 ? "stuck after a failed check" : "no completion", t - t0);
+            if (first_fail == 0)
+                thread_dump("no completion");
             fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, 3);
         }

@@ -585,10 +585,10 @@ static void blocking_recv(ep_t *e, const msg_t *m)
             if (m->method == M_PROBE)
                 rc = MPI_Probe(srank, otag(m->tag, sthread), g_p2p[e->t], &st);
             else
-                while ((rc = MPI_Iprobe(srank, otag(m->tag, sthread), g_p2p[e->t], &flag, &st)) ==
-                           MPI_SUCCESS &&
-                       !flag)
-                    sched_yield();
+                for (unsigned n = 0; (rc = MPI_Iprobe(srank, otag(m->tag, sthread), g_p2p[e->t], &flag, &st)) ==
+                                         MPI_SUCCESS &&
+                                     !flag;)
+                    test_pause(&n);
             rc = rc == MPI_SUCCESS ? PTSC_OK : PTSC_ERR_MPI;
             MPI_Get_count(&st, MPI_BYTE, &bytes);
             pr = st.MPI_SOURCE;
@@ -600,8 +600,9 @@ static void blocking_recv(ep_t *e, const msg_t *m)
             if (m->method == M_PROBE)
                 rc = ptsc_probe(e->ctx, srank, sthread, m->tag, &info);
             else
-                while ((rc = ptsc_iprobe(e->ctx, srank, sthread, m->tag, &flag, &info)) == PTSC_OK && !flag)
-                    sched_yield();
+                for (unsigned n = 0;
+                     (rc = ptsc_iprobe(e->ctx, srank, sthread, m->tag, &flag, &info)) == PTSC_OK && !flag;)
+                    test_pause(&n);
             bytes = (int)info.bytes;
             pr = info.rank;
             pt = info.thread;
@@ -731,6 +732,7 @@ static void complete_all(ep_t *e, int style, uint64_t *s)
         }
     } else {
         int left = n;
+        unsigned polls = 0;
         while (left > 0) {
             int out = 0;
             if (ORACLE) {
@@ -756,7 +758,7 @@ static void complete_all(ep_t *e, int style, uint64_t *s)
             }
             left -= out;
             if (out == 0)
-                sched_yield();
+                test_pause(&polls);
         }
     }
     for (int k = 0; k < n; k++)
@@ -821,21 +823,21 @@ static void barrier(ep_t *e, int nt)
             MPI_Wait(&r, MPI_STATUS_IGNORE); /* cheaper than polling, with MPICH's global lock */
         } else {
             int done = 0;
-            while (!done) {
+            for (unsigned n = 0; !done;) {
                 MPI_Test(&r, &done, MPI_STATUS_IGNORE);
                 progress_carried(e, 0, 0);
                 if (!done)
-                    sched_yield();
+                    test_pause(&n);
             }
         }
         __atomic_store_n(&g_bar_count, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&g_bar_gen, gen + 1, __ATOMIC_RELEASE);
         return;
     }
-    while (__atomic_load_n(&g_bar_gen, __ATOMIC_ACQUIRE) == gen) {
+    for (unsigned n = 0; __atomic_load_n(&g_bar_gen, __ATOMIC_ACQUIRE) == gen;) {
         if (e)
             progress_carried(e, 0, 0);
-        sched_yield();
+        test_pause(&n);
     }
 }
 
@@ -1035,12 +1037,28 @@ static void *dog(void *arg)
 {
     (void)arg;
     const char *env = getenv("MPI_CONFORM_STALL");
-    double stall = env ? atof(env) : 30.0, first_fail = 0;
+    double stall = env ? atof(env) : 30.0, first_fail = 0, dumped = 0;
+    uint64_t dumped_seed = 0;
     while (!__atomic_load_n(&g_all_done, __ATOMIC_ACQUIRE)) {
         nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
         double t = now_s(), start = 1e-3 * (double)__atomic_load_n(&g_cur_start_ms, __ATOMIC_ACQUIRE);
         if (first_fail == 0 && __atomic_load_n(&g_failures, __ATOMIC_SEQ_CST) > 0)
             first_fail = t;
+        uint64_t seed = __atomic_load_n(&g_cur_seed, __ATOMIC_ACQUIRE);
+        if (dumped > 0 && (seed != dumped_seed || start == 0)) {
+            /* The stalled program completed after the dump (its records are still compared). */
+            fprintf(stderr, "NOTE [rank %d] seed %llu: no completion for %.0f s, moved again within %.1f s of the thread dump\n",
+                    g_rank, (unsigned long long)dumped_seed, stall / 2, t - dumped);
+            dumped = 0;
+        }
+        /* Half-way to the verdict: say where every thread is (mpi_common.h). */
+        if (dumped == 0 && start > 0 && t - start > stall / 2) {
+            char why[96];
+            snprintf(why, sizeof why, "seed %llu: no completion after %.0f s", (unsigned long long)seed, t - start);
+            thread_dump(why);
+            dumped = now_s();
+            dumped_seed = seed;
+        }
         if ((first_fail > 0 && t - first_fail > 10) || (start > 0 && t - start > stall)) {
             unsigned long long sd = (unsigned long long)__atomic_load_n(&g_cur_seed, __ATOMIC_ACQUIRE);
             fprintf(stderr,
