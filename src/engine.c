@@ -137,6 +137,10 @@ struct req_kind {
     /* Unfinished work that only ptsc moves (the progress agent's want), and
      * whether the agent may queue a copy that touches the caller's memory. */
     int (*needs_drive)(const struct ptsc_request *r);
+    /* MPI holds part of it (a receive to match, a posted piece, a round of
+     * a schedule): only MPI calls move it, so the agent polls rather than
+     * sleeps while one is in flight (progress.c). */
+    int (*in_mpi)(const struct ptsc_request *r);
     int (*may_copy_user)(const struct ptsc_request *r);
     int ordered; /* takes part in the point-to-point order (channel, matching, probes) */
     void (*wait_begin)(struct ptsc_request *r); /* NVTX range and PTSC_TIMEOUT's diagnostic */
@@ -1332,7 +1336,12 @@ static int engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
  * on the H200: 64-256 KiB staged ping-pongs by hand lost 4-6 us per message
  * to a sched_yield per poll), so a waiting thread spins through short
  * waits and yields only once a wait has been idle for PTSC__SPIN_NS, which
- * keeps oversubscribed ranks (more threads than cores) moving. */
+ * keeps oversubscribed ranks (more threads than cores) moving. Past
+ * PTSC__NAP_AFTER_NS it sleeps between polls, a 64th of the wait so far
+ * (1 to 50 us): threads that only ever yield starved the one thread with
+ * work for seconds to minutes on an oversubscribed 2-core machine (Linux
+ * 6.18; docs/design.md, "Known stall"), and a sleep both frees the core and
+ * puts the thread back in the scheduler's queue afresh. */
 static void idle(ptsc_ctx_t *ctx, int moved)
 {
     if (moved) {
@@ -1343,7 +1352,9 @@ static void idle(ptsc_ctx_t *ctx, int moved)
     if (!ctx->eng.idle_since) {
         ctx->eng.idle_since = now;
         ptsc__ring_reclaim(ctx); /* off the critical path: see ring.c */
-    } else if (now - ctx->eng.idle_since > PTSC__SPIN_NS)
+    } else if (now - ctx->eng.idle_since > PTSC__NAP_AFTER_NS)
+        ptsc__nap_ns((now - ctx->eng.idle_since) / 64);
+    else if (now - ctx->eng.idle_since > PTSC__SPIN_NS)
         sched_yield();
 }
 
@@ -1855,10 +1866,28 @@ static int msg_needs_drive(const struct ptsc_request *r)
 
 static int coll_needs_drive(const struct ptsc_request *r) { return !r->ops->ready(r->op); }
 
+static int msg_in_mpi(const struct ptsc_request *r)
+{
+    if (r->state == R_MATCH)
+        return 1;
+    for (int k = r->ndone; k < r->nposted && k < r->npieces; k++)
+        if (r->pc[k].st == P_MPI)
+            return 1;
+    return 0;
+}
+
 static int needs_drive(const ptsc_ctx_t *ctx)
 {
     for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
         if (r->state != R_DONE && r->kind->needs_drive(r))
+            return 1;
+    return 0;
+}
+
+static int in_mpi(const ptsc_ctx_t *ctx)
+{
+    for (const struct ptsc_request *r = ctx->eng.active; r; r = r->anext)
+        if (r->state != R_DONE && r->kind->in_mpi(r))
             return 1;
     return 0;
 }
@@ -1921,6 +1950,7 @@ static void coll_release(struct ptsc_request *r)
 static const struct req_kind msg_kind = {
     .step = msg_step,
     .needs_drive = msg_needs_drive,
+    .in_mpi = msg_in_mpi,
     .may_copy_user = msg_may_copy_user,
     .ordered = 1,
     .wait_begin = msg_wait_begin,
@@ -1932,6 +1962,7 @@ static const struct req_kind msg_kind = {
 static const struct req_kind coll_kind = {
     .step = coll_step,
     .needs_drive = coll_needs_drive,
+    .in_mpi = coll_needs_drive,
     .may_copy_user = coll_may_copy_user,
     .ordered = 0,
     .wait_begin = coll_wait_begin,
@@ -2015,13 +2046,17 @@ static int agent_drive(ptsc_ctx_t *ctx, int *moved)
     }
     unsigned long queued = ctx->eng.queued;
     ctx->agent.driving = 1;
-    *moved = progress_pass(ctx);
+    *moved = progress_pass(ctx) ? PTSC__DRIVE_MOVED : 0;
     ctx->agent.driving = 0;
     if (ctx->eng.qstream != ctx->stream) {
         ctx->agent.queued |= ctx->eng.queued != queued;
         ctx->eng.qstream = ctx->stream;
     }
-    return needs_drive(ctx);
+    if (!needs_drive(ctx))
+        return 0;
+    if (in_mpi(ctx))
+        *moved |= PTSC__DRIVE_IN_MPI;
+    return 1;
 }
 
 int ptsc__engine_setup(void)

@@ -24,11 +24,17 @@
  *
  * Sleeping. With no index wanting, the agent lingers a short while (owners
  * then hand off without a system call) and then blocks on a condition
- * variable: an idle rank costs no core. While work is wanted and nothing
- * moves it backs off from yielding to sleeps of up to 4 us (50 us while its
- * sleeps overrun: its cores are oversubscribed), so a long transfer costs a
- * fraction of a core, and it polls at once again after a pass that moved
- * something. Its timer slack is 1 us (Linux), so a sleep lasts what
+ * variable: an idle rank costs no core. While MPI holds part of the work
+ * (a posted piece, a receive to match, a collective's round) it polls,
+ * yielding the core between sweeps: MPI moves such a message one protocol
+ * step per call on each side (with 4 us sleeps between looks, a 1 MiB
+ * staged message still waited 0.2 of its transfer time after a computation
+ * twice as long, and a CUDA-aware MPI's own pipeline 0.3 to 0.5). While
+ * only the device's work is awaited (a kernel, a copy) it backs off from
+ * yielding to sleeps of up to 4 us, so a long kernel costs a fraction of a
+ * core. Yields that come back late, or sleeps that overrun, mean its cores
+ * are oversubscribed: it then sleeps up to 50 us between looks for a while.
+ * It polls at once again after a pass that moved something. Its timer slack is 1 us (Linux), so a sleep lasts what
  * it asks for: with the default 50 us, every 20 us sleep took 55 to 70 us
  * and MPI's own progress of a message it holds (a rendezvous needs a call
  * on both sides for each step) went by those steps, too slowly to finish
@@ -90,7 +96,8 @@ static void lower_want(int i)
     }
 }
 
-/* One sweep over the wanting indices; 1 when anything moved. */
+/* One sweep over the wanting indices: PTSC__DRIVE_MOVED when anything
+ * moved, PTSC__DRIVE_IN_MPI when MPI holds part of the remaining work. */
 static int sweep(void)
 {
     int moved = 0;
@@ -149,15 +156,25 @@ static void *agent_main(void *arg)
                 break;
         }
         quiet_since = 0;
-        if (sweep()) {
+        int swept = sweep();
+        if (swept & PTSC__DRIVE_MOVED) {
             idle = 0;
             continue;
         }
-        /* Nothing moved: yield for a few sweeps (a copy or a message is
-         * usually about to finish), then nap 1, 2, 4 us and on; at most
-         * NAP_NS, or CROWDED_NAP_NS while naps overran (see above). */
+        /* Nothing moved. While MPI holds part of the work (a rendezvous
+         * moves one protocol step per MPI call on each side) the agent
+         * polls, yielding the core between sweeps, unless its cores are
+         * crowded: a yield that came back late means other threads wanted
+         * the core. Otherwise (copies and kernels on the device) it yields
+         * for a few sweeps, then naps 1, 2, 4 us and on; at most NAP_NS, or
+         * CROWDED_NAP_NS while naps overran (see above). */
         idle += idle < 64; /* counts up to where the naps stop growing */
-        if (idle < 16) {
+        if ((swept & PTSC__DRIVE_IN_MPI) && !crowded) {
+            uint64_t t0 = ptsc__now_ns();
+            sched_yield();
+            if (ptsc__now_ns() - t0 > OVERRUN_NS)
+                crowded = CROWDED_NAPS;
+        } else if (idle < 16) {
             sched_yield();
         } else {
             long cap = crowded ? CROWDED_NAP_NS : NAP_NS, ns = 1000l << (idle < 22 ? idle - 16 : 6);

@@ -480,9 +480,11 @@ void ptsc__ring_destroy(ptsc_ctx_t *ctx);
 /* progress.c: the progress agent                                            */
 /* ------------------------------------------------------------------------ */
 
-/* The engine's pass for the agent, run under the index's lock: drives ctx,
- * *moved = 1 when anything moved; returns 1 while work remains that only
- * ptsc can move. */
+/* The engine's pass for the agent, run under the index's lock: drives ctx;
+ * returns 1 while work remains that only ptsc can move, and sets in *moved
+ * PTSC__DRIVE_MOVED when anything moved, PTSC__DRIVE_IN_MPI when part of
+ * the remaining work is in MPI's hands (only MPI calls move it). */
+enum { PTSC__DRIVE_MOVED = 1, PTSC__DRIVE_IN_MPI = 2 };
 typedef int (*ptsc__drive_fn)(ptsc_ctx_t *ctx, int *moved);
 /* Init: the per-index locks and, with agent = 1, the agent thread. */
 int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive);
@@ -521,8 +523,10 @@ int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info);
 int ptsc__engine_progress(ptsc_ctx_t *ctx);
 /* Every waiting loop of a thread calls this once per poll, with whether
  * the poll moved anything: it spins for the first PTSC__SPIN_NS of an idle
- * stretch and yields the core after that (engine.c). */
+ * stretch, yields the core after that, and sleeps between polls once the
+ * stretch is longer than PTSC__NAP_AFTER_NS (engine.c). */
 #define PTSC__SPIN_NS 50000u
+#define PTSC__NAP_AFTER_NS 1000000u
 void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved);
 /* Whether a request is complete (no progress made). */
 int ptsc__engine_done(const struct ptsc_request *r);
@@ -902,5 +906,8 @@ int ptsc__ipose_free(struct ptsc__pending *p);
 /* ------------------------------------------------------------------------ */
 
 uint64_t ptsc__now_ns(void);
+/* Sleep ns nanoseconds, at least 1 us and at most PTSC__NAP_MAX_NS. */
+#define PTSC__NAP_MAX_NS 50000u
+void ptsc__nap_ns(uint64_t ns);
 
 #endif /* PTSC_INTERNAL_H */

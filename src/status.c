@@ -152,3 +152,10 @@ uint64_t ptsc__now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+void ptsc__nap_ns(uint64_t ns)
+{
+    ns = ns < 1000u ? 1000u : ns > PTSC__NAP_MAX_NS ? PTSC__NAP_MAX_NS : ns;
+    struct timespec t = {0, (long)ns};
+    nanosleep(&t, NULL);
+}

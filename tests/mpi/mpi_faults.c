@@ -103,8 +103,8 @@ static void *worker_main(void *arg)
             if (round == ROUNDS / 4)
                 __atomic_add_fetch(&g_started, 1, __ATOMIC_SEQ_CST);
             if (round == 3 * ROUNDS / 4)
-                while (!__atomic_load_n(&g_fault_done, __ATOMIC_SEQ_CST))
-                    sched_yield();
+                for (unsigned n = 0; !__atomic_load_n(&g_fault_done, __ATOMIC_SEQ_CST);)
+                    test_pause(&n);
             rc = worker_round(ctx, t, round);
         }
         if (rc != PTSC_OK) /* keep the barrier protocol going; the failure is counted */
@@ -127,8 +127,8 @@ static void traffic_start(int phase, int c)
     __atomic_store_n(&g_fault_done, 0, __ATOMIC_SEQ_CST);
     pthread_barrier_wait(&g_bar);
     double t0 = now_s();
-    while (__atomic_load_n(&g_started, __ATOMIC_SEQ_CST) < T - 1 && now_s() - t0 < 60)
-        sched_yield();
+    for (unsigned n = 0; __atomic_load_n(&g_started, __ATOMIC_SEQ_CST) < T - 1 && now_s() - t0 < 60;)
+        test_pause(&n);
 }
 
 static void traffic_end(void)
