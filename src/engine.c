@@ -1340,8 +1340,8 @@ static int engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
  * PTSC__NAP_AFTER_NS it sleeps between polls, a 64th of the wait so far
  * (1 to 50 us): threads that only ever yield starved the one thread with
  * work for seconds to minutes on an oversubscribed 2-core machine (Linux
- * 6.18; docs/design.md, "Known stall"), and a sleep both frees the core and
- * puts the thread back in the scheduler's queue afresh. */
+ * 6.18; docs/design.md, "The stall of spinning threads"), and a sleep both
+ * frees the core and puts the thread back in the scheduler's queue afresh. */
 static void idle(ptsc_ctx_t *ctx, int moved)
 {
     if (moved) {

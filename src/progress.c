@@ -34,11 +34,10 @@
  * yielding to sleeps of up to 4 us, so a long kernel costs a fraction of a
  * core. Yields that come back late, or sleeps that overrun, mean its cores
  * are oversubscribed: it then sleeps up to 50 us between looks for a while.
- * It polls at once again after a pass that moved something. Its timer slack is 1 us (Linux), so a sleep lasts what
- * it asks for: with the default 50 us, every 20 us sleep took 55 to 70 us
- * and MPI's own progress of a message it holds (a rendezvous needs a call
- * on both sides for each step) went by those steps, too slowly to finish
- * within a computation (bench_overlap, docs/design.md).
+ * It polls at once again after a pass that moved something. Its timer slack is 1 us (Linux), so a sleep lasts
+ * what it asks for: with the default 50 us, every 20 us sleep took 55 to 70 us and MPI's own progress of a
+ * message it holds (a rendezvous needs a call on both sides for each step) went by those steps, too slowly to
+ * finish within a computation (bench_overlap, docs/design.md).
  */
 #include "ptsc_internal.h"
 
@@ -77,7 +76,8 @@ static struct {
     int n;
     pthread_mutex_t *lk; /* per thread index: its context's engine state */
     ptsc_ctx_t **ctx;    /* per index, under lk[i]: the context handed to the agent */
-    atomic_int *want; /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
+    atomic_int *want;  /* per index: raised by its owner, lowered by the owner or by the agent under lk[i] */
+    atomic_int *claim; /* per index: its owner waits for lk[i]; the agent leaves the index alone */
     ptsc__drive_fn drive;
     atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
 } A;
@@ -102,8 +102,9 @@ static int sweep(void)
 {
     int moved = 0;
     for (int i = 0; i < A.n; i++) {
-        if (!atomic_load_explicit(&A.want[i], memory_order_acquire))
-            continue;
+        if (!atomic_load_explicit(&A.want[i], memory_order_acquire) ||
+            atomic_load_explicit(&A.claim[i], memory_order_relaxed))
+            continue; /* nothing wanted, or its owner is coming in and drives it */
         if (pthread_mutex_trylock(&A.lk[i]) != 0)
             continue; /* its owner is in ptsc and drives it */
         /* Raised, it stays raised while this holds the lock. Found down,
@@ -207,16 +208,19 @@ int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive)
     A.lk = calloc((size_t)nthreads, sizeof *A.lk);
     A.ctx = calloc((size_t)nthreads, sizeof *A.ctx);
     A.want = calloc((size_t)nthreads, sizeof *A.want);
-    if (!A.lk || !A.ctx || !A.want) {
+    A.claim = calloc((size_t)nthreads, sizeof *A.claim);
+    if (!A.lk || !A.ctx || !A.want || !A.claim) {
         free(A.lk);
         free(A.ctx);
         free(A.want);
+        free(A.claim);
         A.lk = NULL;
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: progress agent tables");
     }
     for (int i = 0; i < nthreads; i++) {
         pthread_mutex_init(&A.lk[i], NULL);
         atomic_init(&A.want[i], 0);
+        atomic_init(&A.claim[i], 0);
     }
     pthread_mutex_init(&A.mu, NULL);
     pthread_cond_init(&A.cv, NULL);
@@ -253,9 +257,11 @@ void ptsc__progress_teardown(void)
     free(A.lk);
     free(A.ctx);
     free(A.want);
+    free(A.claim);
     A.lk = NULL;
     A.ctx = NULL;
     A.want = NULL;
+    A.claim = NULL;
 }
 
 int ptsc__progress_agent_on(void) { return A.lk != NULL; }
@@ -270,8 +276,14 @@ void ptsc__progress_enter(ptsc_ctx_t *ctx)
     /* With want[i] down the agent is not in this context and will not come
      * until this owner raises it (see the top of the file). */
     ctx->agent.held = atomic_load_explicit(&A.want[i], memory_order_acquire) != 0;
-    if (ctx->agent.held)
+    if (ctx->agent.held) {
+        /* The claim keeps a polling agent from taking the lock again and
+         * again between its sweeps while this owner waits for it (a mutex
+         * is not fair): the owner waits one pass at most. */
+        atomic_store_explicit(&A.claim[i], 1, memory_order_relaxed);
         pthread_mutex_lock(&A.lk[i]);
+        atomic_store_explicit(&A.claim[i], 0, memory_order_relaxed);
+    }
 }
 
 void ptsc__progress_leave(ptsc_ctx_t *ctx, int want)

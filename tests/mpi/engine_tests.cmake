@@ -32,26 +32,14 @@ endif()
 
 set(_ptsc_engine_env
   "PTSC_MAX_THREADS=${PTSC_TEST_MPI_THREADS};OMP_NUM_THREADS=${PTSC_TEST_MPI_THREADS};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1")
-# The random programs (mpi_diff, mpi_conform) under AddressSanitizer: the
-# progress agent stalls them there for 20 s to minutes at a time (the runs
-# complete given minutes; with PTSC_PROGRESS=caller none stalled in the same
-# trials; the cause is not found yet, see docs/design.md, "Known stall").
-# Until it is fixed, the ASan stage runs them with the owner threads alone,
-# and mpi_diff's outstanding operations over collectives on both sides of a
-# pair (MPI_DIFF_INTERLEAVE=both: the one-sided form needs the agent); the
-# other stages, and the ASan runs of every other MPI test, keep the agent.
-# A sanitized program also gets more time before conform's stall watchdog
-# fires.
+# A sanitized program gets more time before conform's stall watchdog fires.
+# (Until 542bb17 the ASan stage ran the random programs with the owner
+# threads alone, PTSC_PROGRESS=caller: threads spinning on sched_yield
+# stalled them for minutes; docs/design.md, "The stall of spinning threads".)
 set(_ptsc_random_env "")
-if(PTSC_SANITIZE MATCHES "address")
-  set(_ptsc_random_env "PTSC_PROGRESS=caller")
-  if(PTSC_DIFF_INTERLEAVE)
-    set(_ptsc_diff_interleave "MPI_DIFF_INTERLEAVE=both")
-  endif()
-endif()
-# MPICH (ch4:ucx, 2 ranks x 4 threads on 2 cores) stalls a program now and
-# then for 8 to 60 s, the plain-MPI oracle too (docs/design.md, "Known
-# stall"); such a program completes with the right records, so conform's
+# MPICH (ch4:ucx, 2 ranks x 4 threads on 2 cores) stalled a program now and
+# then for 8 to 60 s, the plain-MPI oracle too (docs/design.md, "The stall
+# of spinning threads"); such a program completes with the right records, so conform's
 # watchdog waits 90 s there before it calls a program hung, and each format's
 # run gets twice the usual time.
 set(_ptsc_conform_timeout ${PTSC_TEST_TIMEOUT})

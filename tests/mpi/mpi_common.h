@@ -126,7 +126,8 @@ static inline double now_s(void)
  * One pause of a polling loop: a yield for the first 256 polls, then a
  * 20 us sleep. Loops that only ever yield starved the thread with work for
  * seconds to minutes when a 2-core machine ran several such programs
- * (docs/design.md, "Known stall"). `n` counts the loop's polls; start it at 0.
+ * (docs/design.md, "The stall of spinning threads"). `n` counts the
+ * loop's polls; start it at 0.
  */
 static inline void test_pause(unsigned *n)
 {
@@ -144,9 +145,9 @@ static inline void test_pause(unsigned *n)
  * system call and its arguments: a futex address shared by two threads
  * shows who waits for whom), read from /proc without stopping anyone; then
  * each thread's own stack, printed by the thread from a signal handler, one
- * thread after the other. The signal interrupts a thread's system call; a
- * stall that ends right after the dump was a thread asleep on a wakeup it
- * had missed (noted by the caller). Linux only; elsewhere it says so.
+ * thread after the other (a handler that waits long for its core says the
+ * threads are starved of cores). The caller notes a stall that ends right
+ * after the dump. Linux only; elsewhere it says so.
  */
 #ifdef __linux__
 #include <dirent.h>

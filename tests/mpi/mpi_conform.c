@@ -585,8 +585,8 @@ static void blocking_recv(ep_t *e, const msg_t *m)
             if (m->method == M_PROBE)
                 rc = MPI_Probe(srank, otag(m->tag, sthread), g_p2p[e->t], &st);
             else
-                for (unsigned n = 0; (rc = MPI_Iprobe(srank, otag(m->tag, sthread), g_p2p[e->t], &flag, &st)) ==
-                                         MPI_SUCCESS &&
+                for (unsigned n = 0; (rc = MPI_Iprobe(srank, otag(m->tag, sthread), g_p2p[e->t], &flag,
+                                                      &st)) == MPI_SUCCESS &&
                                      !flag;)
                     test_pause(&n);
             rc = rc == MPI_SUCCESS ? PTSC_OK : PTSC_ERR_MPI;
@@ -1047,14 +1047,17 @@ static void *dog(void *arg)
         uint64_t seed = __atomic_load_n(&g_cur_seed, __ATOMIC_ACQUIRE);
         if (dumped > 0 && (seed != dumped_seed || start == 0)) {
             /* The stalled program completed after the dump (its records are still compared). */
-            fprintf(stderr, "NOTE [rank %d] seed %llu: no completion for %.0f s, moved again within %.1f s of the thread dump\n",
+            fprintf(stderr,
+                    "NOTE [rank %d] seed %llu: no completion for %.0f s, moved again within %.1f s of the "
+                    "thread dump\n",
                     g_rank, (unsigned long long)dumped_seed, stall / 2, t - dumped);
             dumped = 0;
         }
         /* Half-way to the verdict: say where every thread is (mpi_common.h). */
         if (dumped == 0 && start > 0 && t - start > stall / 2) {
             char why[96];
-            snprintf(why, sizeof why, "seed %llu: no completion after %.0f s", (unsigned long long)seed, t - start);
+            snprintf(why, sizeof why, "seed %llu: no completion after %.0f s", (unsigned long long)seed,
+                     t - start);
             thread_dump(why);
             dumped = now_s();
             dumped_seed = seed;
