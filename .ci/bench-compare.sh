@@ -32,13 +32,17 @@
 #   CMP_TARGET_MS=        bench_host --target-ms (default: its own, 30 ms per
 #                         ping-pong measurement, 150 ms per rate measurement)
 #   CMP_TIMEOUT=600       seconds per benchmark run
+#   CMP_THREADS=16        thread slots per rank (PTSC_MAX_THREADS, OMP_NUM_THREADS):
+#                         the lane rate runs 1, 2, 4 .. up to it; on a 2-core
+#                         machine 2 (more threads than cores measure the
+#                         machine's scheduling, and stalled runs for minutes)
 #   CMP_OLD_ENV=, CMP_NEW_ENV=  variables for one side's runs only, e.g.
 #                         CMP_NEW_ENV="PTSC_PROGRESS=caller" (OLD_REV and
 #                         NEW_REV may then be the same commit)
 #   CMP_RAW=DIR           no builds, no runs: the table of the raw outputs in
 #                         DIR (a raw-* folder of an earlier call, its ROUNDS)
 # Both revisions build with the same compiler, flags and MPI; the ranks run
-# with PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 and the rest of the
+# with PTSC_MAX_THREADS=OMP_NUM_THREADS=$CMP_THREADS and the rest of the
 # environment as it is (PTSC_PROGRESS etc. apply to both, where known).
 # Exit status: 0 when every build and run succeeded.
 set -u -o pipefail
@@ -73,6 +77,7 @@ ROUNDS=${ROUNDS:-5}
 CMP_DIR=${CMP_DIR:-/tmp/bench-compare-$(id -un)}
 CMP_MPI=${CMP_MPI:-sys}
 CMP_TIMEOUT=${CMP_TIMEOUT:-600}
+CMP_THREADS=${CMP_THREADS:-16}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 mkdir -p "$CMP_DIR" || exit 2
 CMP_DIR=$(cd "$CMP_DIR" && pwd)
@@ -228,7 +233,7 @@ run() {
   else
     read -r -a side_env <<<"${CMP_NEW_ENV:-}"
   fi
-  env ${side_env[@]+"${side_env[@]}"} PTSC_MAX_THREADS=16 OMP_NUM_THREADS=16 PTSC_COMM="$mode" timeout "$CMP_TIMEOUT" "${LAUNCH[@]}" \
+  env ${side_env[@]+"${side_env[@]}"} PTSC_MAX_THREADS="$CMP_THREADS" OMP_NUM_THREADS="$CMP_THREADS" PTSC_COMM="$mode" timeout "$CMP_TIMEOUT" "${LAUNCH[@]}" \
     "$CMP_DIR/build-$name/tests/bench/bench_host" ${TARGET[@]+"${TARGET[@]}"} "$@" >"$out" 2>"${out%.md}.stderr"
   local rc=$?
   if [ $rc -ne 0 ]; then
@@ -251,7 +256,7 @@ LOAD1=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 
 echo "# bench-compare: $(label old "$OLD" | cut -d' ' -f1) (old) against $(label new "$NEW" | cut -d' ' -f1) (new)"
 echo
-echo "Command: \`ROUNDS=$ROUNDS${CMP_TARGET_MS:+ CMP_TARGET_MS=$CMP_TARGET_MS}${CMP_OLD_ENV:+ CMP_OLD_ENV=\"$CMP_OLD_ENV\"}${CMP_NEW_ENV:+ CMP_NEW_ENV=\"$CMP_NEW_ENV\"} bash .ci/bench-compare.sh $*\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - T0)) s of runs."
+echo "Command: \`ROUNDS=$ROUNDS${CMP_TARGET_MS:+ CMP_TARGET_MS=$CMP_TARGET_MS}$([ "$CMP_THREADS" = 16 ] || echo " CMP_THREADS=$CMP_THREADS")${CMP_OLD_ENV:+ CMP_OLD_ENV=\"$CMP_OLD_ENV\"}${CMP_NEW_ENV:+ CMP_NEW_ENV=\"$CMP_NEW_ENV\"} bash .ci/bench-compare.sh $*\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(($(date +%s) - T0)) s of runs."
 echo
 echo "Machine: $(nproc) cores; $(if [ "$HAVE_GPU" = 1 ]; then nvidia-smi -L | head -1; else echo no GPU; fi); load average $LOAD0 at the start, $LOAD1 at the end; MPI: $("$MPIEXEC" --version 2>&1 | head -1); cmake: ${MPI_ARGS[*]:-} ${EXTRA[*]}."
 echo
