@@ -1860,8 +1860,13 @@ static void engine_release(ptsc_ctx_t *ctx)
 #define DRIVE_MPI_MIN 4096
 static int msg_needs_drive(const struct ptsc_request *r)
 {
+    /* A receive's size is known from its matched probe (first_n): r->total
+     * is set for staged and framed receives only, so a direct receive (host,
+     * or device memory on a CUDA-aware MPI) counted as small, and its
+     * rendezvous waited for the owner's wait (bench_overlap, direct). */
+    size_t size = r->is_recv ? (r->total > r->first_n ? r->total : r->first_n) : r->bytes;
     return r->state == R_MATCH || r->framed || r->npieces != 1 || r->pc[0].st != P_MPI ||
-           (r->is_recv ? r->total : r->bytes) > DRIVE_MPI_MIN;
+           size > DRIVE_MPI_MIN;
 }
 
 static int coll_needs_drive(const struct ptsc_request *r) { return !r->ops->ready(r->op); }
