@@ -1332,16 +1332,23 @@ static int engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info)
     return *done ? complete(r, info) : PTSC_OK;
 }
 
+static void enter(ptsc_ctx_t *ctx);
+static void leave(ptsc_ctx_t *ctx);
+
 /* Yielding on every idle poll costs a message a few microseconds (measured
  * on the H200: 64-256 KiB staged ping-pongs by hand lost 4-6 us per message
  * to a sched_yield per poll), so a waiting thread spins through short
  * waits and yields only once a wait has been idle for PTSC__SPIN_NS, which
  * keeps oversubscribed ranks (more threads than cores) moving. Past
- * PTSC__NAP_AFTER_NS it sleeps between polls, a 64th of the wait so far
- * (1 to 50 us): threads that only ever yield starved the one thread with
- * work for seconds to minutes on an oversubscribed 2-core machine (Linux
- * 6.18; docs/design.md, "The stall of spinning threads"), and a sleep both
- * frees the core and puts the thread back in the scheduler's queue afresh. */
+ * PTSC__NAP_AFTER_NS it sleeps between polls, asking for a 64th of the
+ * wait so far (16 to 50 us; with Linux's default timer slack of 50 us a
+ * sleep lasts 65 to 100 us): threads that only ever yield starved the one
+ * thread with work for seconds to minutes on an oversubscribed 2-core
+ * machine (Linux 6.18; docs/design.md, "The stall of spinning threads"),
+ * and a sleep both frees the core and puts the thread back in the
+ * scheduler's queue afresh. Every caller is inside the engine section
+ * (enter .. leave): the thread leaves it for the sleep, so that the agent
+ * drives its work meanwhile instead of finding the index locked. */
 static void idle(ptsc_ctx_t *ctx, int moved)
 {
     if (moved) {
@@ -1352,9 +1359,11 @@ static void idle(ptsc_ctx_t *ctx, int moved)
     if (!ctx->eng.idle_since) {
         ctx->eng.idle_since = now;
         ptsc__ring_reclaim(ctx); /* off the critical path: see ring.c */
-    } else if (now - ctx->eng.idle_since > PTSC__NAP_AFTER_NS)
+    } else if (now - ctx->eng.idle_since > PTSC__NAP_AFTER_NS) {
+        leave(ctx);
         ptsc__nap_ns((now - ctx->eng.idle_since) / 64);
-    else if (now - ctx->eng.idle_since > PTSC__SPIN_NS)
+        enter(ctx);
+    } else if (now - ctx->eng.idle_since > PTSC__SPIN_NS)
         sched_yield();
 }
 
@@ -1388,9 +1397,6 @@ static int engine_wait(struct ptsc_request *r, ptsc_info_t *info)
 }
 
 ptsc_ctx_t *ptsc__request_ctx(const struct ptsc_request *r) { return r->ctx; }
-
-static void enter(ptsc_ctx_t *ctx);
-static void leave(ptsc_ctx_t *ctx);
 
 int ptsc__request_stale(const struct ptsc_request *r)
 {
@@ -1875,7 +1881,7 @@ static int msg_in_mpi(const struct ptsc_request *r)
 {
     if (r->state == R_MATCH)
         return 1;
-    for (int k = r->ndone; k < r->nposted && k < r->npieces; k++)
+    for (int k = 0; k < r->nposted && k < r->npieces; k++) /* pieces finish out of order */
         if (r->pc[k].st == P_MPI)
             return 1;
     return 0;

@@ -26,8 +26,9 @@
  * then hand off without a system call) and then blocks on a condition
  * variable: an idle rank costs no core. While MPI holds part of the work
  * (a posted piece, a receive to match, a collective's round) it polls,
- * yielding the core between sweeps: MPI moves such a message one protocol
- * step per call on each side (with 4 us sleeps between looks, a 1 MiB
+ * yielding the core between sweeps, for up to 5 ms after its last sweep
+ * that moved something: MPI moves such a message one protocol step per
+ * call on each side (with 4 us sleeps between looks, a 1 MiB
  * staged message still waited 0.2 of its transfer time after a computation
  * twice as long, and a CUDA-aware MPI's own pipeline 0.3 to 0.5). While
  * only the device's work is awaited (a kernel, a copy) it backs off from
@@ -64,6 +65,13 @@
 #define OVERRUN_NS 50000ull
 #define CROWDED_NAP_NS 50000l
 #define CROWDED_NAPS 64
+/* How long after the last sweep that moved something the agent keeps
+ * polling work that MPI holds: longer than one protocol step of a large
+ * message (a 4 MiB piece took 0.6 ms on the H100), short enough that a
+ * receive posted long before its message, or a send whose receiver is
+ * late, does not keep a core busy: after it the agent naps as for device
+ * work. */
+#define POLL_WINDOW_NS 5000000ull
 
 static struct {
     int running; /* the agent thread exists */
@@ -130,7 +138,7 @@ static void *agent_main(void *arg)
 #ifdef __linux__
     (void)prctl(PR_SET_TIMERSLACK, 1000ul); /* this thread's sleeps: 1 us late at most, not 50 */
 #endif
-    uint64_t quiet_since = 0;
+    uint64_t quiet_since = 0, last_moved = ptsc__now_ns();
     for (;;) {
         if (atomic_load(&A.nwant) == 0) {
             idle = crowded = 0; /* the next burst of work starts afresh */
@@ -156,21 +164,26 @@ static void *agent_main(void *arg)
             if (atomic_load(&A.stop))
                 break;
         }
+        if (quiet_since)
+            last_moved = ptsc__now_ns(); /* a burst of work begins */
         quiet_since = 0;
         int swept = sweep();
         if (swept & PTSC__DRIVE_MOVED) {
             idle = 0;
+            last_moved = ptsc__now_ns();
             continue;
         }
         /* Nothing moved. While MPI holds part of the work (a rendezvous
          * moves one protocol step per MPI call on each side) the agent
-         * polls, yielding the core between sweeps, unless its cores are
-         * crowded: a yield that came back late means other threads wanted
-         * the core. Otherwise (copies and kernels on the device) it yields
-         * for a few sweeps, then naps 1, 2, 4 us and on; at most NAP_NS, or
-         * CROWDED_NAP_NS while naps overran (see above). */
+         * polls, yielding the core between sweeps, for up to
+         * POLL_WINDOW_NS after the last sweep that moved something, unless
+         * its cores are crowded: a yield that came back late means other
+         * threads wanted the core. Otherwise (copies and kernels on the
+         * device, a peer that is late) it yields for a few sweeps, then
+         * naps 1, 2, 4 us and on; at most NAP_NS, or CROWDED_NAP_NS while
+         * naps overran (see above). */
         idle += idle < 64; /* counts up to where the naps stop growing */
-        if ((swept & PTSC__DRIVE_IN_MPI) && !crowded) {
+        if ((swept & PTSC__DRIVE_IN_MPI) && !crowded && ptsc__now_ns() - last_moved < POLL_WINDOW_NS) {
             uint64_t t0 = ptsc__now_ns();
             sched_yield();
             if (ptsc__now_ns() - t0 > OVERRUN_NS)
@@ -215,6 +228,9 @@ int ptsc__progress_setup(int nthreads, int agent, ptsc__drive_fn drive)
         free(A.want);
         free(A.claim);
         A.lk = NULL;
+        A.ctx = NULL;
+        A.want = NULL;
+        A.claim = NULL;
         return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: progress agent tables");
     }
     for (int i = 0; i < nthreads; i++) {

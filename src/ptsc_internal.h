@@ -523,8 +523,9 @@ int ptsc__engine_test(struct ptsc_request *r, int *done, ptsc_info_t *info);
 int ptsc__engine_progress(ptsc_ctx_t *ctx);
 /* Every waiting loop of a thread calls this once per poll, with whether
  * the poll moved anything: it spins for the first PTSC__SPIN_NS of an idle
- * stretch, yields the core after that, and sleeps between polls once the
- * stretch is longer than PTSC__NAP_AFTER_NS (engine.c). */
+ * stretch, yields the core after that, and sleeps between polls (outside
+ * its engine section, so the agent drives meanwhile) once the stretch is
+ * longer than PTSC__NAP_AFTER_NS (engine.c). */
 #define PTSC__SPIN_NS 50000u
 #define PTSC__NAP_AFTER_NS 1000000u
 void ptsc__engine_idle(ptsc_ctx_t *ctx, int moved);
