@@ -200,6 +200,16 @@ foreach(np IN LISTS PTSC_TEST_MPI_RANKS)
     set(_ptsc_conform_np_wide ${np})
   endif()
 endforeach()
+# Under a sanitizer the plain-MPI oracle is left out: the sanitizer's part
+# is ptsc's memory and threads, and the oracle comparison runs in the
+# unsanitized builds. The oracle alone (Open MPI's own waits, which yield)
+# stalled once in 7 ASan loops of 2026-12-07 with one of its threads held in
+# the kernel's mmap for over 45 s (docs/design.md, "The stall of spinning
+# threads").
+set(_ptsc_conform_formats "oracle|never|always4k")
+if(PTSC_SANITIZE)
+  set(_ptsc_conform_formats "never|always4k")
+endif()
 set(_ptsc_conform_runs "2|${PTSC_CONFORM_PROGRAMS}|1")
 if(_ptsc_conform_np_wide GREATER 2 AND PTSC_CONFORM_PROGRAMS_WIDE GREATER 0)
   list(APPEND _ptsc_conform_runs "${_ptsc_conform_np_wide}|${PTSC_CONFORM_PROGRAMS_WIDE}|100001")
@@ -214,7 +224,7 @@ foreach(run IN LISTS _ptsc_conform_runs)
     add_test(NAME ${name}
       COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DNPFLAG=${MPIEXEC_NUMPROC_FLAG} -DNP=${np}
               "-DEXTRA=${_ptsc_diff_extra}" "-DPREFLAGS=${_ptsc_diff_pre}" "-DPOSTFLAGS=${_ptsc_diff_post}"
-              -DPROGRAM=$<TARGET_FILE:mpi_conform> "-DARGS=${nprogs}|${seed0}" "-DFORMATS=oracle|never|always4k"
+              -DPROGRAM=$<TARGET_FILE:mpi_conform> "-DARGS=${nprogs}|${seed0}" "-DFORMATS=${_ptsc_conform_formats}"
               -DNAME=mpi_conform -DREPLAY=MPI_CONFORM_SEED -DWORK=${CMAKE_CURRENT_BINARY_DIR}/${name}
               -DTIMEOUT=${_ptsc_conform_timeout} -P ${CMAKE_CURRENT_LIST_DIR}/../diff_records.cmake)
     math(EXPR _timeout "3 * ${_ptsc_conform_timeout} + 30")
