@@ -28,17 +28,19 @@
  * (a posted piece, a receive to match, a collective's round) it polls,
  * yielding the core between sweeps, for up to 5 ms after its last sweep
  * that moved something: MPI moves such a message one protocol step per
- * call on each side (with 4 us sleeps between looks, a 1 MiB
- * staged message still waited 0.2 of its transfer time after a computation
- * twice as long, and a CUDA-aware MPI's own pipeline 0.3 to 0.5). While
- * only the device's work is awaited (a kernel, a copy) it backs off from
- * yielding to sleeps of up to 4 us, so a long kernel costs a fraction of a
- * core. Yields that come back late, or sleeps that overrun, mean its cores
- * are oversubscribed: it then sleeps up to 50 us between looks for a while.
- * It polls at once again after a pass that moved something. Its timer slack is 1 us (Linux), so a sleep lasts
- * what it asks for: with the default 50 us, every 20 us sleep took 55 to 70 us and MPI's own progress of a
- * message it holds (a rendezvous needs a call on both sides for each step) went by those steps, too slowly to
- * finish within a computation (bench_overlap, docs/design.md).
+ * call on each side (with 4 us sleeps between looks, a 1 MiB staged
+ * message still waited 0.2 of its transfer time after a computation twice
+ * as long, and a CUDA-aware MPI's own pipeline 0.3 to 0.5). While only the
+ * device's work is awaited (a kernel, a copy) it backs off from yielding
+ * to sleeps of up to 4 us, so a long kernel costs a fraction of a core.
+ * Yields that come back late, or sleeps that overrun, mean its cores are
+ * oversubscribed: it then sleeps up to 50 us between looks for a while. It
+ * polls at once again after a pass that moved something. Its timer slack
+ * is 1 us (Linux), so a sleep lasts what it asks for: with the default
+ * 50 us, every 20 us sleep took 55 to 70 us and MPI's own progress of a
+ * message it holds (a rendezvous needs a call on both sides for each step)
+ * went by those steps, too slowly to finish within a computation
+ * (bench_overlap, docs/design.md).
  */
 #include "ptsc_internal.h"
 
@@ -47,7 +49,6 @@
 #include <sys/prctl.h>
 #endif
 #include <stdlib.h>
-#include <time.h>
 
 /* How long the agent keeps polling after the last want went down before it
  * blocks (owners hand off without waking it meanwhile) and its sleep
@@ -89,12 +90,6 @@ static struct {
     ptsc__drive_fn drive;
     atomic_ullong sweeps; /* sweeps of the agent (ptsc__progress_sweeps, tests and ptsc-info) */
 } A;
-
-static void nap(long ns)
-{
-    struct timespec t = {0, ns};
-    nanosleep(&t, NULL);
-}
 
 static void lower_want(int i)
 {
@@ -148,7 +143,7 @@ static void *agent_main(void *arg)
             if (now - quiet_since < LINGER_NS) {
                 if (atomic_load(&A.stop))
                     break;
-                nap(LINGER_NAP_NS);
+                ptsc__nap_ns(LINGER_NAP_NS);
                 continue;
             }
             /* Raise sleeping, then look at nwant again: an owner raises
@@ -183,8 +178,8 @@ static void *agent_main(void *arg)
          * naps 1, 2, 4 us and on; at most NAP_NS, or CROWDED_NAP_NS while
          * naps overran (see above). */
         idle += idle < 64; /* counts up to where the naps stop growing */
-        if ((swept & PTSC__DRIVE_IN_MPI) && !crowded && ptsc__now_ns() - last_moved < POLL_WINDOW_NS) {
-            uint64_t t0 = ptsc__now_ns();
+        uint64_t t0 = ptsc__now_ns();
+        if ((swept & PTSC__DRIVE_IN_MPI) && !crowded && t0 - last_moved < POLL_WINDOW_NS) {
             sched_yield();
             if (ptsc__now_ns() - t0 > OVERRUN_NS)
                 crowded = CROWDED_NAPS;
@@ -193,8 +188,7 @@ static void *agent_main(void *arg)
         } else {
             long cap = crowded ? CROWDED_NAP_NS : NAP_NS, ns = 1000l << (idle < 22 ? idle - 16 : 6);
             ns = ns < cap ? ns : cap;
-            uint64_t t0 = ptsc__now_ns();
-            nap(ns);
+            ptsc__nap_ns((uint64_t)ns); /* 1 .. 50 us: within its bounds */
             if (ptsc__now_ns() - t0 > (uint64_t)ns + OVERRUN_NS)
                 crowded = CROWDED_NAPS;
             else if (crowded)
