@@ -8,17 +8,23 @@
  *              thread pairs (thread t of rank 0 with thread t of rank 1).
  *              Reported: half a round trip in microseconds (mean over the
  *              pairs) and ptsc / raw (above 1: ptsc is slower).
+ *              A third variant, matched, receives as ptsc does by hand:
+ *              MPI_Mprobe + MPI_Mrecv (ptsc's receive guard: a message
+ *              larger than the buffer never reaches MPI as a truncation),
+ *              so ptsc / matched is ptsc's cost over the safe receive and
+ *              matched / raw the guard's own.
  *   rate       8 B messages streamed by each of T = 1, 2, 4, 8, 16 threads
  *              of rank 0 to its peer thread on rank 1 (one acknowledgement
  *              at the end), through ptsc's lanes against raw MPI on
  *              MPI_COMM_WORLD with one tag per pair. Reported: messages per
  *              second over all threads and ptsc / raw (below 1: ptsc is
- *              slower).
+ *              slower), and ptsc / matched as above.
  *
  * The lane layout (PTSC_COMM=dup or shared) is fixed at ptsc_init, so one
  * run measures the mode it was started with; tests/bench/run_all.py runs the
  * rate case once per mode and merges the tables. Every column is measured
- * in ROUNDS interleaved rounds (raw, ptsc, then ptsc, raw, ...) and reported
+ * in ROUNDS interleaved rounds (raw, ptsc, matched, then ptsc, matched, raw,
+ * ...) and reported
  * as its median with the range over the rounds; the number of messages per
  * measurement is calibrated on the raw variant so that one takes about
  * --target-ms. The receiver checks the data of every measurement.
@@ -36,11 +42,14 @@
 #define MAXT 16
 #define PP_MAX_BYTES ((size_t)1 << 20)
 #define RATE_BYTES 8
-#define TAG_PP 100   /* + pair: raw ping-pong */
-#define TAG_RATE 200 /* + pair: raw stream */
-#define TAG_ACK 300  /* + pair: raw acknowledgement */
+#define TAG_PP 100    /* + pair: raw ping-pong */
+#define TAG_RATE 200  /* + pair: raw stream */
+#define TAG_ACK 300   /* + pair: raw acknowledgement */
+#define TAG_MPP 400   /* + pair: matched ping-pong */
+#define TAG_MRATE 500 /* + pair: matched stream */
 
-enum { V_RAW, V_PTSC };
+enum { V_RAW, V_PTSC, V_MATCHED, NVARIANTS };
+static const char *const variant_name[NVARIANTS] = {"raw", "ptsc", "matched"};
 enum { CASE_PINGPONG, CASE_RATE };
 
 typedef struct {
@@ -49,7 +58,7 @@ typedef struct {
     size_t bytes; /* message size */
     double target;
     int reps; /* round trips (ping-pong) or messages (rate) per measurement */
-    double sec[2][ROUNDS][MAXT];
+    double sec[NVARIANTS][ROUNDS][MAXT];
 } phase_t;
 
 /* Every thread of both ranks starts together. */
@@ -77,6 +86,30 @@ static void pp_raw(char *buf, int n, int rank, int t, int reps)
         } else {
             MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
             MPI_Send(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD);
+        }
+    }
+}
+
+/* A receive matched first, then received (MPI_Mprobe + MPI_Mrecv). */
+static void recv_matched(char *buf, int n, int peer, int tag)
+{
+    MPI_Message m;
+    MPI_Status st;
+    MPI_Mprobe(peer, tag, MPI_COMM_WORLD, &m, &st);
+    MPI_Mrecv(buf, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+}
+
+/* The raw ping-pong with matched receives. */
+static void pp_matched(char *buf, int n, int rank, int t, int reps)
+{
+    const int peer = 1 - rank;
+    for (int r = 0; r < reps; r++) {
+        if (rank == 0) {
+            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MPP + t, MPI_COMM_WORLD);
+            recv_matched(buf, n, peer, TAG_MPP + t);
+        } else {
+            recv_matched(buf, n, peer, TAG_MPP + t);
+            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MPP + t, MPI_COMM_WORLD);
         }
     }
 }
@@ -112,6 +145,21 @@ static void rate_raw(char *buf, int n, int rank, int t, int reps)
     }
 }
 
+static void rate_matched(char *buf, int n, int rank, int t, int reps)
+{
+    const int peer = 1 - rank;
+    char ack = 0;
+    if (rank == 0) {
+        for (int r = 0; r < reps; r++)
+            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MRATE + t, MPI_COMM_WORLD);
+        recv_matched(&ack, 1, peer, TAG_ACK + t);
+    } else {
+        for (int r = 0; r < reps; r++)
+            recv_matched(buf, n, peer, TAG_MRATE + t);
+        MPI_Send(&ack, 1, MPI_BYTE, peer, TAG_ACK + t, MPI_COMM_WORLD);
+    }
+}
+
 static void rate_ptsc(ptsc_ctx_t *ctx, char *buf, int n, int rank, int t, int reps)
 {
     const int peer = 1 - rank;
@@ -132,10 +180,14 @@ static void run_variant(ptsc_ctx_t *ctx, phase_t *ph, int which, int variant, ch
     const int n = (int)ph->bytes;
     if (which == CASE_PINGPONG && variant == V_RAW)
         pp_raw(buf, n, ph->rank, t, reps);
+    else if (which == CASE_PINGPONG && variant == V_MATCHED)
+        pp_matched(buf, n, ph->rank, t, reps);
     else if (which == CASE_PINGPONG)
         pp_ptsc(ctx, buf, n, ph->rank, t, reps);
     else if (variant == V_RAW)
         rate_raw(buf, n, ph->rank, t, reps);
+    else if (variant == V_MATCHED)
+        rate_matched(buf, n, ph->rank, t, reps);
     else
         rate_ptsc(ctx, buf, n, ph->rank, t, reps);
 }
@@ -152,8 +204,7 @@ static void measure(ptsc_ctx_t *ctx, phase_t *ph, int variant, int round, char *
     if (ph->rank == 1 && ((unsigned char)buf[0] != v || (unsigned char)buf[ph->bytes - 1] != v)) {
         fprintf(stderr, "bench_host: thread %d received %d/%d, expected %d (%s, %zu B, %s)\n", t,
                 (unsigned char)buf[0], (unsigned char)buf[ph->bytes - 1], v,
-                ph->which == CASE_PINGPONG ? "ping-pong" : "rate", ph->bytes,
-                variant == V_RAW ? "raw" : "ptsc");
+                ph->which == CASE_PINGPONG ? "ping-pong" : "rate", ph->bytes, variant_name[variant]);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
@@ -169,7 +220,7 @@ static int phase_thread(ptsc_ctx_t *ctx, void *arg)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     /* Warm-up: connections, matching structures, first touch. */
-    for (int variant = V_RAW; variant <= V_PTSC; variant++) {
+    for (int variant = 0; variant < NVARIANTS; variant++) {
         align();
         run_variant(ctx, ph, ph->which, variant, buf, t, 3);
     }
@@ -190,11 +241,9 @@ static int phase_thread(ptsc_ctx_t *ctx, void *arg)
         MPI_Bcast(&ph->reps, 1, MPI_INT, 0, MPI_COMM_WORLD);
     }
 #pragma omp barrier
-    for (int k = 0; k < ph->rounds; k++) {
-        int first = k % 2 ? V_PTSC : V_RAW; /* alternate which goes first */
-        measure(ctx, ph, first, k, buf, t);
-        measure(ctx, ph, 1 - first, k, buf, t);
-    }
+    for (int k = 0; k < ph->rounds; k++) /* each round starts with the next variant */
+        for (int j = 0; j < NVARIANTS; j++)
+            measure(ctx, ph, (k + j) % NVARIANTS, k, buf, t);
     align();
     free(buf);
     return PTSC_OK;
@@ -232,19 +281,29 @@ static double round_value(const phase_t *ph, int variant, int k)
     return slowest > 0 ? (double)ph->T * ph->reps / slowest : 0;
 }
 
-/* Runs one phase; on rank 0 fills raw, ptsc and the per-round ratio. */
-static void run_phase(phase_t *ph, stat_t *raw, stat_t *pt, stat_t *ratio)
+/* One phase's figures (rank 0): each variant, and ptsc / raw and ptsc /
+ * matched per round. */
+typedef struct {
+    stat_t raw, pt, ratio, matched, mratio;
+} figures_t;
+
+/* Runs one phase; on rank 0 fills its figures. */
+static void run_phase(phase_t *ph, figures_t *f)
 {
     BENCH_CHECK(ptsc_omp_run(ph->T, phase_thread, ph));
-    double r[ROUNDS], p[ROUNDS], q[ROUNDS];
+    double r[ROUNDS], p[ROUNDS], q[ROUNDS], m[ROUNDS], qm[ROUNDS];
     for (int k = 0; k < ph->rounds; k++) {
         r[k] = round_value(ph, V_RAW, k);
         p[k] = round_value(ph, V_PTSC, k);
+        m[k] = round_value(ph, V_MATCHED, k);
         q[k] = r[k] > 0 ? p[k] / r[k] : 0;
+        qm[k] = m[k] > 0 ? p[k] / m[k] : 0;
     }
-    *raw = stats(r, ph->rounds);
-    *pt = stats(p, ph->rounds);
-    *ratio = stats(q, ph->rounds);
+    f->raw = stats(r, ph->rounds);
+    f->pt = stats(p, ph->rounds);
+    f->matched = stats(m, ph->rounds);
+    f->ratio = stats(q, ph->rounds);
+    f->mratio = stats(qm, ph->rounds);
 }
 
 int main(int argc, char **argv)
@@ -292,9 +351,12 @@ int main(int argc, char **argv)
                 "## bench_host: host-buffer ping-pong, ptsc_send/recv vs MPI_Send/Recv, PTSC_COMM=%s\n\n"
                 "2 ranks; thread t of rank 0 with thread t of rank 1; raw: MPI_COMM_WORLD, one tag per "
                 "pair. Half a round trip in us (mean over the pairs), median of %d interleaved rounds of "
-                "about %.0f ms each, range over the rounds; ptsc / raw above 1 means ptsc is slower.\n\n"
+                "about %.0f ms each, range over the rounds; ptsc / raw above 1 means ptsc is slower. "
+                "Matched: raw with each receive matched first (MPI_Mprobe + MPI_Mrecv), the safe receive "
+                "ptsc makes (its receive guard); ptsc / matched is ptsc's cost over it.\n\n"
                 "| size | pairs | raw us | ptsc us | ptsc / raw | raw min..max | ptsc min..max | ptsc / raw "
-                "min..max |\n|---:|---:|---:|---:|---:|---|---|---|\n",
+                "min..max | matched us | ptsc / matched | ptsc / matched min..max |\n"
+                "|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|\n",
                 mode, ph.rounds, 1e3 * ph.target);
         for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
             for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
@@ -302,16 +364,19 @@ int main(int argc, char **argv)
                 ph.bytes = sizes[s];
                 if (ph.T > slots) {
                     if (rank == 0)
-                        printf("| %s | %d | skipped: PTSC_MAX_THREADS is %d | | | | | |\n",
+                        printf("| %s | %d | skipped: PTSC_MAX_THREADS is %d | | | | | | | | |\n",
                                bench_size_text(ph.bytes, sz, sizeof sz), ph.T, slots);
                     continue;
                 }
-                stat_t raw, pt, ratio;
-                run_phase(&ph, &raw, &pt, &ratio);
+                figures_t f;
+                run_phase(&ph, &f);
                 if (rank == 0)
-                    printf("| %s | %d | %.2f | %.2f | %.3f | %.2f..%.2f | %.2f..%.2f | %.3f..%.3f |\n",
-                           bench_size_text(ph.bytes, sz, sizeof sz), ph.T, raw.med, pt.med, pt.med / raw.med,
-                           raw.lo, raw.hi, pt.lo, pt.hi, ratio.lo, ratio.hi);
+                    printf("| %s | %d | %.2f | %.2f | %.3f | %.2f..%.2f | %.2f..%.2f | %.3f..%.3f | %.2f | "
+                           "%.3f | "
+                           "%.3f..%.3f |\n",
+                           bench_size_text(ph.bytes, sz, sizeof sz), ph.T, f.raw.med, f.pt.med,
+                           f.pt.med / f.raw.med, f.raw.lo, f.raw.hi, f.pt.lo, f.pt.hi, f.ratio.lo, f.ratio.hi,
+                           f.matched.med, f.pt.med / f.matched.med, f.mratio.lo, f.mratio.hi);
                 fflush(stdout);
             }
         }
@@ -329,23 +394,27 @@ int main(int argc, char **argv)
                    "2 ranks; each thread of rank 0 streams blocking sends to its peer thread on rank 1, one "
                    "acknowledgement at the end; raw: MPI_Send/Recv on MPI_COMM_WORLD, one tag per pair. "
                    "Messages per second over all threads, median of %d interleaved rounds of about %.0f ms "
-                   "each, range over the rounds; ptsc / raw below 1 means ptsc is slower.\n\n"
+                   "each, range over the rounds; ptsc / raw below 1 means ptsc is slower. Matched: raw with "
+                   "each receive matched first (MPI_Mprobe + MPI_Mrecv), the safe receive ptsc makes.\n\n"
                    "| threads | raw msg/s | ptsc (%s) msg/s | ptsc / raw | raw min..max | ptsc min..max | "
-                   "ptsc / "
-                   "raw min..max |\n|---:|---:|---:|---:|---|---|---|\n",
+                   "ptsc / raw min..max | matched msg/s | ptsc / matched | ptsc / matched min..max |\n"
+                   "|---:|---:|---:|---:|---|---|---|---:|---:|---|\n",
                    RATE_BYTES, mode, ph.rounds, 1e3 * ph.target, mode);
         for (size_t k = 0; k < sizeof tlist / sizeof tlist[0]; k++) {
             ph.T = tlist[k];
             if (ph.T > slots) {
                 if (rank == 0)
-                    printf("| %d | skipped: PTSC_MAX_THREADS is %d | | | | | |\n", ph.T, slots);
+                    printf("| %d | skipped: PTSC_MAX_THREADS is %d | | | | | | | | |\n", ph.T, slots);
                 continue;
             }
-            stat_t raw, pt, ratio;
-            run_phase(&ph, &raw, &pt, &ratio);
+            figures_t f;
+            run_phase(&ph, &f);
             if (rank == 0)
-                printf("| %d | %.0f | %.0f | %.3f | %.0f..%.0f | %.0f..%.0f | %.3f..%.3f |\n", ph.T, raw.med,
-                       pt.med, pt.med / raw.med, raw.lo, raw.hi, pt.lo, pt.hi, ratio.lo, ratio.hi);
+                printf("| %d | %.0f | %.0f | %.3f | %.0f..%.0f | %.0f..%.0f | %.3f..%.3f | %.0f | %.3f | "
+                       "%.3f..%.3f |\n",
+                       ph.T, f.raw.med, f.pt.med, f.pt.med / f.raw.med, f.raw.lo, f.raw.hi, f.pt.lo, f.pt.hi,
+                       f.ratio.lo, f.ratio.hi, f.matched.med, f.pt.med / f.matched.med, f.mratio.lo,
+                       f.mratio.hi);
             fflush(stdout);
         }
         if (rank == 0)
