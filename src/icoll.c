@@ -128,7 +128,9 @@ struct ptsc__icoll {
     act_t **probe;       /* (guarded) a receive's action until matched */
     char *mem[NSCRATCH]; /* scratch memory (folds, prefixes) */
     int built_rc, done, rc;
-    int ready; /* complete in MPI, finish (copy back, release) left to the owner: the agent drove it */
+    int ready;    /* complete in MPI, finish (copy back, release) left to the owner: the agent drove it */
+    char *detail; /* the detail of the failure in rc, kept from the pass that found it: that pass may be
+                     the agent's, whose thread-local detail the owner never sees */
 };
 
 static void add(struct ptsc__icoll *s, int kind, int peer, void *buf, const void *src, int count,
@@ -552,6 +554,7 @@ static void icoll_free(void *op)
     free(s->reqs);
     free(s->is_recv);
     free(s->probe);
+    free(s->detail);
     free(s);
 }
 
@@ -585,6 +588,8 @@ static int icoll_progress(void *op, int *moved, int *rc)
             s->rc = ptsc__err_mpi(mrc, s->c.call);
     }
     *moved = 1;
+    if (s->rc != PTSC_OK && !s->detail)
+        s->detail = strdup(ptsc__tls()->detail); /* this thread's: the pass that found it */
     /* The progress agent leaves the results to the owner: copying staged
      * results back goes on the owner's stream, and the staging pool is the
      * owner's (collectives use it outside the engine lock). */
@@ -592,8 +597,12 @@ static int icoll_progress(void *op, int *moved, int *rc)
         s->ready = 1;
         return 0;
     }
-    /* Complete: copy back, release the staging and scratch memory. */
+    /* Complete: copy back, release the staging and scratch memory. The
+     * failure's detail goes to the completing thread (the engine keeps it
+     * with the request). */
     s->done = 1;
+    if (s->rc != PTSC_OK && s->detail)
+        ptsc__err_set_detail(s->detail);
     s->rc = ptsc__coll_finish(s->ctx, &s->c, s->rc);
     release_scratch(s);
     *rc = s->rc;

@@ -14,7 +14,10 @@
  *  bcast       a broadcast whose root passes more elements than the other
  *              rank: the root succeeds, the other rank gets PTSC_ERR_MPI
  *              with MPI's truncation message and nothing written past its
- *              count; the next broadcast and a barrier on the lane work.
+ *              count; with PTSC_COMM=shared the same through ptsc_ibcast
+ *              with a sleep before the wait (the agent finds the failure:
+ *              its detail must reach the waiting thread); the next
+ *              broadcast and a barrier on the lane work.
  *  finalized   a receive posted from a peer whose rank then finalizes ptsc
  *              (MPI stays up: the program owns it): nothing can complete
  *              it, ptsc_test keeps answering "not done", ptsc_iprobe finds
@@ -266,6 +269,38 @@ static int case_bcast(ptsc_ctx_t *ctx)
                 CHECK(0, "bcast: element %d written past the count %d", k, BC_OTHER);
                 break;
             }
+    }
+    /* The same as a non-blocking broadcast whose thread sleeps before its
+     * wait: the progress agent finds the failure, and its detail must
+     * still reach the thread that waits (the agent's thread-local detail
+     * is not the owner's). PTSC_COMM=shared only, where ptsc's own schedule
+     * matches each message first: under PTSC_COMM=dup it is MPI's
+     * non-blocking broadcast, and both MPIs abort on its truncation
+     * through MPI_COMM_WORLD's handler (docs/errors.md). */
+    const char *comm = getenv("PTSC_COMM");
+    ptsc_request_t req = PTSC_REQUEST_NULL;
+    for (int k = 0; k < BC_ROOT; k++)
+        v[k] = g_rank == 0 ? 3000 + k : SENTINEL;
+    rc =
+        comm && !strcmp(comm, "shared") ? ptsc_ibcast(ctx, v, count, MPI_INT, 0, &req) : PTSC_ERR_UNSUPPORTED;
+    if (rc != PTSC_ERR_UNSUPPORTED)
+        CHECK_RC("bcast: ptsc_ibcast with more elements at the root", rc, PTSC_OK);
+    if (rc == PTSC_OK) {
+        usleep(100000);
+        rc = ptsc_wait(&req);
+        detail = ptsc_last_error();
+        if (g_rank == 0) {
+            CHECK_RC("bcast: the root of a mismatched ptsc_ibcast", rc, PTSC_OK);
+        } else {
+            CHECK_RC("bcast: a rank receiving fewer elements in ptsc_ibcast", rc, PTSC_ERR_MPI);
+            CHECK(contains(detail, "ptsc_ibcast") && contains(detail, "truncated"),
+                  "bcast: ptsc_ibcast's detail \"%s\" names neither the call nor the truncation", detail);
+            for (int k = BC_OTHER; k < BC_ROOT; k++)
+                if (v[k] != SENTINEL) {
+                    CHECK(0, "bcast: ptsc_ibcast wrote element %d past the count %d", k, BC_OTHER);
+                    break;
+                }
+        }
     }
     /* The lane still works: a broadcast with matching counts, then a barrier. */
     for (int k = 0; k < BC_ROOT; k++)
