@@ -7,6 +7,7 @@
  */
 #include "ptsc_internal.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -127,9 +128,10 @@ static int check_buf(const void *buf, int count, MPI_Datatype type, const char *
     if (!buf && count > 0 && !(bottom_ok && bottom_absolute(type)))
         return ptsc__err(PTSC_ERR_NULL_BUFFER, "%s: %s%sbuffer is NULL with count %d%s", call, sp, gap, count,
                          bottom_ok ? " (MPI_BOTTOM needs a datatype of absolute addresses)" : "");
-    /* count <= INT_MAX, so a size below 2^32 cannot overflow: no division on
-     * the common path. */
-    if (count > 0 && (uint64_t)size > UINT32_MAX && (uint64_t)size > PTSC__MAX_BYTES / (uint64_t)count)
+    /* count <= INT_MAX, so a size up to PTSC__MAX_BYTES / INT_MAX (a
+     * constant) cannot overflow: no division on the common path. */
+    if (count > 0 && (uint64_t)size > PTSC__MAX_BYTES / INT_MAX &&
+        (uint64_t)size > PTSC__MAX_BYTES / (uint64_t)count)
         return ptsc__err(
             PTSC_ERR_COUNT,
             "%s: %s%scount %d of %lld-byte elements exceeds the address space (PTRDIFF_MAX bytes)", call, sp,
