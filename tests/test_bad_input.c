@@ -15,6 +15,8 @@
  */
 #include "test_util.h"
 
+#include <limits.h>
+
 #include <pthread.h>
 
 TestSuite(bad_input, .init = ptsc_test_clean_env, .timeout = 60);
@@ -31,6 +33,9 @@ static ptsc_ctx_t *ctx;       /* the test thread's context, index 0 */
 static ptsc_ctx_t *other_ctx; /* the helper thread's context, index 1 */
 static ptsc_request_t other_req, null_req = PTSC_REQUEST_NULL;
 static MPI_Datatype uncommitted = MPI_DATATYPE_NULL;
+/* 2^30 doubles (8 GiB, a description only): INT_MAX of them exceed the
+ * address space; 2 do not. */
+static MPI_Datatype huge = MPI_DATATYPE_NULL;
 static int buf[64], rbuf[64], flag, idx, outcount, indices[4], one[1] = {1}, zero[1] = {0}, neg[1] = {-1};
 static ptsc_request_t reqs[2];
 static ptsc_info_t info;
@@ -89,6 +94,8 @@ static int body_ok(ptsc_ctx_t *c, void *arg)
     X(send_tag_neg, PTSC_ERR_TAG, "tag", ptsc_send(ctx, buf, 1, MPI_INT, 0, 1, -1)) \
     X(send_tag_high, PTSC_ERR_TAG, "tag", ptsc_send(ctx, buf, 1, MPI_INT, 0, 1, tag_max + 1)) \
     X(send_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_send(other_ctx, buf, 1, MPI_INT, 0, 1, 0)) \
+    X(send_huge, PTSC_ERR_COUNT, "elements exceeds", ptsc_send(ctx, buf, INT_MAX, huge, 0, 1, 0)) \
+    X(recv_huge, PTSC_ERR_COUNT, "elements exceeds", ptsc_recv(ctx, buf, INT_MAX, huge, 0, 1, 0)) \
     /* ptsc_recv, ptsc_recv_info */ \
     X(recv_null_buf, PTSC_ERR_NULL_BUFFER, "buffer", ptsc_recv(ctx, NULL, 1, MPI_INT, 0, 1, 0)) \
     X(recv_neg_count, PTSC_ERR_COUNT, "count", ptsc_recv(ctx, buf, -5, MPI_INT, 0, 1, 0)) \
@@ -429,6 +436,8 @@ Test(bad_input, every_call_while_ready)
     PTSC_ASSERT_OK(ptsc_thread_attach(0, &ctx));
     PTSC_ASSERT_OK(ptsc_tag_max(&tag_max));
     cr_assert_eq(MPI_Type_contiguous(2, MPI_INT, &uncommitted), MPI_SUCCESS);
+    cr_assert_eq(MPI_Type_contiguous(1 << 30, MPI_DOUBLE, &huge), MPI_SUCCESS);
+    cr_assert_eq(MPI_Type_commit(&huge), MPI_SUCCESS);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, helper, NULL), 0);
     pthread_mutex_lock(&mu);
@@ -456,6 +465,7 @@ Test(bad_input, every_call_while_ready)
     pthread_join(th, NULL);
     cr_expect_eq(helper_rc, PTSC_OK, "helper thread ended with %s", ptsc_status_name(helper_rc));
     MPI_Type_free(&uncommitted);
+    MPI_Type_free(&huge);
     PTSC_ASSERT_OK(ptsc_thread_detach());
     ptsc_test_finalize();
 }
