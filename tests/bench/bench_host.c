@@ -75,41 +75,30 @@ static unsigned char pattern(int t, int round, int variant)
     return (unsigned char)(1 + t + 7 * round + 3 * variant);
 }
 
-/* Round trips on MPI_COMM_WORLD, one tag per pair. */
-static void pp_raw(char *buf, int n, int rank, int t, int reps)
+/* A raw receive: MPI_Recv, or matched first (MPI_Mprobe + MPI_Mrecv). */
+static void raw_recv(char *buf, int n, int peer, int tag, int matched)
 {
-    const int peer = 1 - rank;
-    for (int r = 0; r < reps; r++) {
-        if (rank == 0) {
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD);
-            MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_PP + t, MPI_COMM_WORLD);
-        }
+    if (!matched) {
+        MPI_Recv(buf, n, MPI_BYTE, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
     }
-}
-
-/* A receive matched first, then received (MPI_Mprobe + MPI_Mrecv). */
-static void recv_matched(char *buf, int n, int peer, int tag)
-{
     MPI_Message m;
     MPI_Status st;
     MPI_Mprobe(peer, tag, MPI_COMM_WORLD, &m, &st);
     MPI_Mrecv(buf, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
 }
 
-/* The raw ping-pong with matched receives. */
-static void pp_matched(char *buf, int n, int rank, int t, int reps)
+/* Round trips on MPI_COMM_WORLD, one tag per pair (and variant). */
+static void pp_raw(char *buf, int n, int rank, int t, int reps, int matched)
 {
-    const int peer = 1 - rank;
+    const int peer = 1 - rank, tag = (matched ? TAG_MPP : TAG_PP) + t;
     for (int r = 0; r < reps; r++) {
         if (rank == 0) {
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MPP + t, MPI_COMM_WORLD);
-            recv_matched(buf, n, peer, TAG_MPP + t);
+            MPI_Send(buf, n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+            raw_recv(buf, n, peer, tag, matched);
         } else {
-            recv_matched(buf, n, peer, TAG_MPP + t);
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MPP + t, MPI_COMM_WORLD);
+            raw_recv(buf, n, peer, tag, matched);
+            MPI_Send(buf, n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
         }
     }
 }
@@ -130,32 +119,17 @@ static void pp_ptsc(ptsc_ctx_t *ctx, char *buf, int n, int rank, int t, int reps
 
 /* `reps` messages from thread t of rank 0 to thread t of rank 1, then one
  * acknowledgement back. */
-static void rate_raw(char *buf, int n, int rank, int t, int reps)
+static void rate_raw(char *buf, int n, int rank, int t, int reps, int matched)
 {
-    const int peer = 1 - rank;
+    const int peer = 1 - rank, tag = (matched ? TAG_MRATE : TAG_RATE) + t;
     char ack = 0;
     if (rank == 0) {
         for (int r = 0; r < reps; r++)
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_RATE + t, MPI_COMM_WORLD);
-        MPI_Recv(&ack, 1, MPI_BYTE, peer, TAG_ACK + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(buf, n, MPI_BYTE, peer, tag, MPI_COMM_WORLD);
+        raw_recv(&ack, 1, peer, TAG_ACK + t, matched);
     } else {
         for (int r = 0; r < reps; r++)
-            MPI_Recv(buf, n, MPI_BYTE, peer, TAG_RATE + t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(&ack, 1, MPI_BYTE, peer, TAG_ACK + t, MPI_COMM_WORLD);
-    }
-}
-
-static void rate_matched(char *buf, int n, int rank, int t, int reps)
-{
-    const int peer = 1 - rank;
-    char ack = 0;
-    if (rank == 0) {
-        for (int r = 0; r < reps; r++)
-            MPI_Send(buf, n, MPI_BYTE, peer, TAG_MRATE + t, MPI_COMM_WORLD);
-        recv_matched(&ack, 1, peer, TAG_ACK + t);
-    } else {
-        for (int r = 0; r < reps; r++)
-            recv_matched(buf, n, peer, TAG_MRATE + t);
+            raw_recv(buf, n, peer, tag, matched);
         MPI_Send(&ack, 1, MPI_BYTE, peer, TAG_ACK + t, MPI_COMM_WORLD);
     }
 }
@@ -178,16 +152,13 @@ static void rate_ptsc(ptsc_ctx_t *ctx, char *buf, int n, int rank, int t, int re
 static void run_variant(ptsc_ctx_t *ctx, phase_t *ph, int which, int variant, char *buf, int t, int reps)
 {
     const int n = (int)ph->bytes;
-    if (which == CASE_PINGPONG && variant == V_RAW)
-        pp_raw(buf, n, ph->rank, t, reps);
-    else if (which == CASE_PINGPONG && variant == V_MATCHED)
-        pp_matched(buf, n, ph->rank, t, reps);
+    const int matched = variant == V_MATCHED;
+    if (which == CASE_PINGPONG && variant != V_PTSC)
+        pp_raw(buf, n, ph->rank, t, reps, matched);
     else if (which == CASE_PINGPONG)
         pp_ptsc(ctx, buf, n, ph->rank, t, reps);
-    else if (variant == V_RAW)
-        rate_raw(buf, n, ph->rank, t, reps);
-    else if (variant == V_MATCHED)
-        rate_matched(buf, n, ph->rank, t, reps);
+    else if (variant != V_PTSC)
+        rate_raw(buf, n, ph->rank, t, reps, matched);
     else
         rate_ptsc(ctx, buf, n, ph->rank, t, reps);
 }
