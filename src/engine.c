@@ -23,8 +23,9 @@
  * with the actual size) and a message larger than the receive is drained
  * whole (PTSC_ERR_TRUNCATE, the channel stays intact). Non-overtaking order
  * per (sender thread, receiver thread, tag) is MPI's own, on the first part.
- * In a job that never frames, receives are posted to MPI at once, with no
- * probe.
+ * In a job that never frames, receives match first too (the receive guard,
+ * see "Starting" below): a message larger than the receive is taken beside
+ * the buffer.
  *
  * Path per message. A host buffer is never copied (PTSC_STAGING=always on a
  * machine without a device is the exception, for testing: host buffers of
@@ -1626,9 +1627,13 @@ static int recv_staged_now(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype t
 static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, size_t bytes, int rank,
                        int thread, int tag, ptsc_info_t *info, const char *call)
 {
-    /* Host memory, nothing of this thread in flight, no framing: one MPI
-     * receive with no request object (guarded: a blocking matched probe
-     * first, and a message that does not fit goes the request's way). */
+    /* Host memory, nothing of this thread in flight: one MPI receive with
+     * no request object (guarded: a blocking matched probe first; a message
+     * that does not fit, or a framed one's first part, larger than a chunk,
+     * goes the request's way). A job that frames has plain messages of up
+     * to a chunk, so a host receive there takes this path too: it went the
+     * request's way before, at 0.4 us more per 8-byte message on the H100
+     * staging build (docs/perf/h100-2026-12-07d-host-split.md). */
     if (!ctx->eng.active && !ctx->eng.stash) {
         ptsc_memclass_t cls = PTSC_MEM_HOST;
         int rc = buf ? ptsc__mem_classify(buf, &cls) : PTSC_OK, done = 0;
@@ -1639,8 +1644,7 @@ static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type,
                                    &done)) != PTSC_OK ||
              done))
             return rc;
-        if (!ptsc__g.framed && (cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) &&
-            !choose_staged(ctx, cls, bytes, 1)) {
+        if ((cls == PTSC_MEM_HOST || cls == PTSC_MEM_PINNED) && !choose_staged(ctx, cls, bytes, 1)) {
             if ((rc = ptsc__sync_buffer(ctx, cls, 0, call)) != PTSC_OK)
                 return rc;
             ptsc__addr_t a;
@@ -1651,7 +1655,7 @@ static int engine_recv(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type,
             ptsc__wait_begin(ctx, call, PTSC__WAIT_RECV, rank, thread, tag, bytes);
             int mrc = MPI_Mprobe(a.rank, a.tag, a.comm, &msg, &st);
             size_t got = mrc == MPI_SUCCESS ? status_bytes(&st) : 0;
-            if (got > bytes) {
+            if (got > bytes || (ptsc__g.framed && got > chunk())) {
                 ptsc__wait_end(ctx);
                 ptsc__nvtx_pop();
                 return recv_matched(ctx, buf, count, type, bytes, rank, thread, tag, msg, &st, info, call);
