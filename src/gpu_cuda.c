@@ -313,6 +313,15 @@ int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)
     return PTSC_OK;
 }
 
+int ptsc__gpu_copy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows, void *stream)
+{
+    PTSC__CUDA_TRY(
+        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault, (cudaStream_t)stream),
+        "cudaMemcpy2DAsync");
+    return PTSC_OK;
+}
+
 int ptsc__gpu_event_create(void **ev)
 {
     cudaEvent_t e;

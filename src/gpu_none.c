@@ -99,6 +99,15 @@ int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)
     return PTSC_OK;
 }
 
+int ptsc__gpu_copy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows, void *stream)
+{
+    (void)stream;
+    for (size_t i = 0; width > 0 && i < rows; i++)
+        memmove((char *)dst + i * dpitch, (const char *)src + i * spitch, width);
+    return PTSC_OK;
+}
+
 int ptsc__gpu_event_create(void **ev)
 {
     *ev = &ptsc__gpu_none_event;

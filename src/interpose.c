@@ -30,9 +30,11 @@
  * of MPI's, and ptsc logs the reason.
  *
  * Staging (PTSC_STAGING: auto stages where MPI is not CUDA-aware, always,
- * never): a device or managed buffer is copied to host memory of its true
- * extent (holes included, so a receive leaves them as they were) after the
- * sync, MPI gets the host copy with the caller's count and datatype, and a
+ * never): after the sync, the bytes of a device or managed buffer's type
+ * map (flatten.c's runs; holes are never copied, so a receive leaves them
+ * as they were) are copied to a pooled host copy: packed and handed to MPI
+ * as MPI_PACKED for point-to-point calls from C, laid out as the span with
+ * the caller's count and datatype for collectives and Fortran. A
  * receive's copy goes back to the device when the call completes: at once
  * for a blocking call, in the Wait / Test call that completes a
  * non-blocking one (the request stays the program's own MPI request; a
@@ -168,32 +170,234 @@ static int fail(const char *call, int mpi_err)
     return mpi_err;
 }
 
-/* A copy between host and device memory, complete on return. */
-static int copy(void *dst, const void *src, size_t n)
+/* The caller's buffer, or its host copy when staged (the internal header
+ * defines it: the Fortran entry points hold them too). */
+typedef ptsc__mbuf_t mbuf_t;
+
+/* ------------------------------------------------------------------------ */
+/* Host copies: memory and copies                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The host copies' memory, reused: a buffer goes back to an idle list when
+ * its operation is done and the next call of a size that fits takes it,
+ * so a program pays no allocation (and, with a device, no page-locking:
+ * cudaHostAlloc costs about a millisecond per 100 MB) per call. One list
+ * for the process, under a lock: a non-blocking call's copy is released
+ * by whichever thread completes it. Sizes are rounded up to one of eight
+ * classes per power of two (pool_round; at least POOL_MIN); a call takes the smallest idle buffer that fits and
+ * is at most POOL_SPARE times its size (a small packed copy must not take
+ * the one large span-shaped buffer a program reuses). At most POOL_SLOTS
+ * buffers stay idle, and POOL_IDLE_MAX bytes besides the largest, so that
+ * a program whose one large copy exceeds the cap keeps it beside its small
+ * ones; the largest of the others go first. Pinned with a device (the GPU
+ * layer's host allocation), malloc without. Freed at MPI_Finalize. */
+#define POOL_MIN ((size_t)64 << 10)
+#define POOL_IDLE_MAX ((size_t)256 << 20)
+#define POOL_SLOTS 16
+#define POOL_SPARE 4
+
+static struct {
+    pthread_mutex_t lock;
+    int n;
+    size_t bytes;
+    struct {
+        void *p;
+        size_t cap;
+    } idle[POOL_SLOTS + 1];
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void pool_free(void *p)
 {
-    if (n == 0)
-        return PTSC_OK;
-    if (ptsc__g.ndevices == 0) {
-        memcpy(dst, src, n);
+    if (ptsc__g.ndevices > 0)
+        ptsc__gpu_host_free(p);
+    else
+        free(p);
+}
+
+/* The size a buffer of `need` bytes is allocated at: POOL_MIN, else
+ * `need` rounded up to an eighth of the power of two below it (at most
+ * 1/8 more than asked: pinned memory is scarce), so that sizes fall into
+ * few classes that later calls can reuse. 0 on overflow. */
+static size_t pool_round(size_t need)
+{
+    if (need <= POOL_MIN)
+        return POOL_MIN;
+    size_t p = POOL_MIN;
+    while (p <= need / 2)
+        p <<= 1;
+    size_t g = p / 8;
+    return need > SIZE_MAX - g ? 0 : (need + g - 1) / g * g;
+}
+
+/* Host memory of at least `need` bytes (*cap: its size), or NULL with the
+ * error set. */
+static void *pool_get(size_t need, size_t *cap)
+{
+    size_t round = pool_round(need);
+    if (round < need)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%zu bytes of host memory to stage a buffer", need), NULL;
+    pthread_mutex_lock(&pool.lock);
+    int best = -1;
+    for (int i = 0; i < pool.n; i++)
+        if (pool.idle[i].cap >= need && pool.idle[i].cap / POOL_SPARE <= round &&
+            (best < 0 || pool.idle[i].cap < pool.idle[best].cap))
+            best = i;
+    if (best >= 0) {
+        void *p = pool.idle[best].p;
+        *cap = pool.idle[best].cap;
+        pool.bytes -= *cap;
+        pool.idle[best] = pool.idle[--pool.n];
+        pthread_mutex_unlock(&pool.lock);
+        return p;
+    }
+    pthread_mutex_unlock(&pool.lock);
+    void *p = NULL;
+    if (ptsc__g.ndevices > 0) {
+        if (ptsc__gpu_host_alloc(round, &p) != PTSC_OK)
+            return NULL;
+    } else if (!(p = malloc(round))) {
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%zu bytes of host memory to stage a buffer", round), NULL;
+    }
+    *cap = round;
+    return p;
+}
+
+/* Back to the idle list; beyond its limits, the largest buffers but the
+ * largest of all are freed. */
+static void pool_put(void *p, size_t cap)
+{
+    if (!p)
+        return;
+    void *evict[POOL_SLOTS + 1];
+    int n_evict = 0;
+    pthread_mutex_lock(&pool.lock);
+    pool.idle[pool.n].p = p;
+    pool.idle[pool.n++].cap = cap;
+    pool.bytes += cap;
+    for (;;) {
+        int top = 0, next = -1;
+        for (int i = 1; i < pool.n; i++)
+            if (pool.idle[i].cap > pool.idle[top].cap)
+                top = i;
+        for (int i = 0; i < pool.n; i++)
+            if (i != top && (next < 0 || pool.idle[i].cap > pool.idle[next].cap))
+                next = i;
+        if (next < 0 || (pool.n <= POOL_SLOTS && pool.bytes - pool.idle[top].cap <= POOL_IDLE_MAX))
+            break;
+        evict[n_evict++] = pool.idle[next].p;
+        pool.bytes -= pool.idle[next].cap;
+        pool.idle[next] = pool.idle[--pool.n];
+    }
+    pthread_mutex_unlock(&pool.lock);
+    for (int i = 0; i < n_evict; i++)
+        pool_free(evict[i]);
+}
+
+/* Every idle buffer freed (MPI_Finalize, after the requests' copies). */
+static void pool_drain(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    while (pool.n > 0)
+        pool_free(pool.idle[--pool.n].p);
+    pool.bytes = 0;
+    pthread_mutex_unlock(&pool.lock);
+}
+
+/* `rows` runs of `width` bytes, `sstep` apart at `src`, to `dstep` apart at
+ * `dst`: memcpy on the host (no device), else queued on `stream` (one
+ * cudaMemcpy2DAsync where the pitches allow). */
+static int copy_rows(char *dst, MPI_Aint dstep, const char *src, MPI_Aint sstep, MPI_Aint width,
+                     MPI_Aint rows, void *stream)
+{
+    if (!stream) {
+        if (width == 8) /* a common element: a fixed-size copy the compiler inlines */
+            for (MPI_Aint k = 0; k < rows; k++)
+                memcpy(dst + k * dstep, src + k * sstep, 8);
+        else
+            for (MPI_Aint k = 0; k < rows; k++)
+                memcpy(dst + k * dstep, src + k * sstep, (size_t)width);
         return PTSC_OK;
     }
-    void *s;
-    int rc = ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &s);
-    if (rc == PTSC_OK)
-        rc = ptsc__gpu_copy_async(dst, src, n, s);
-    return rc == PTSC_OK ? ptsc__gpu_stream_sync(s) : rc;
+    if (rows > 1 && dstep >= width && sstep >= width && dstep <= INT_MAX && sstep <= INT_MAX)
+        return ptsc__gpu_copy2d_async(dst, (size_t)dstep, src, (size_t)sstep, (size_t)width, (size_t)rows,
+                                      stream);
+    int rc = PTSC_OK;
+    for (MPI_Aint k = 0; rc == PTSC_OK && k < rows; k++)
+        rc = ptsc__gpu_copy_async(dst + k * dstep, src + k * sstep, (size_t)width, stream);
+    return rc;
+}
+
+/* Between a caller's buffer and its host copy (`back`: host to caller),
+ * complete on return: the runs of its type map, or all of the span where
+ * it has none. The host side of a run lies at the run's place in the span,
+ * or in a packed copy at its place in type-map order. A pattern repeated
+ * `reps` times is copied rep by rep on the host; on a device, run by run
+ * of the pattern with one 2D copy over the reps where that makes fewer
+ * copies. A host buffer (PTSC_STAGING=always without a device) takes the
+ * same path, with memcpy for the copy. On a device the thread's stream is
+ * synchronised even when a copy failed: no copy may still run into a host
+ * copy that goes back to the pool. */
+static int copy_runs(const mbuf_t *b, int back)
+{
+    void *s = NULL;
+    int rc = ptsc__g.ndevices > 0 ? ptsc__gpu_stream_bind(PTSC_STREAM_PER_THREAD, &s) : PTSC_OK;
+    ptsc__run_t all = {b->lo, b->span, b->span, 1};
+    const ptsc__run_t *r = b->runs.n ? b->runs.r : &all;
+    size_t n = b->runs.n ? b->runs.n : 1;
+    MPI_Aint reps = b->runs.n && b->runs.reps > 1 ? b->runs.reps : 1, step = b->runs.step;
+    MPI_Aint per = (MPI_Aint)(b->runs.bytes / reps); /* packed bytes of one rep */
+    MPI_Aint runs = 0;                               /* copies run by run of the pattern */
+    if (back && b->gap)
+        b->host[1] = b->host[0]; /* the first byte, from before the gap (gap_type) */
+    for (size_t i = 0; reps > 1 && i < n; i++)
+        runs += r[i].n;
+    if (s && reps > 1 && runs < reps * (MPI_Aint)n) {
+        MPI_Aint at = 0; /* packed: where the group starts in one rep */
+        for (size_t i = 0; rc == PTSC_OK && i < n; i++) {
+            const ptsc__run_t *g = &r[i];
+            for (MPI_Aint j = 0; rc == PTSC_OK && j < g->n; j++) {
+                MPI_Aint off = g->off + j * g->stride;
+                char *u = b->user + off,
+                     *h = b->packed ? b->host + b->gap + at + j * g->len : b->host + (off - b->lo);
+                MPI_Aint hstep = b->packed ? per : step;
+                rc = back ? copy_rows(u, step, h, hstep, g->len, reps, s)
+                          : copy_rows(h, hstep, u, step, g->len, reps, s);
+            }
+            at += g->len * g->n;
+        }
+    } else {
+        MPI_Aint at = 0; /* packed: where the group starts in the host copy */
+        for (MPI_Aint k = 0; rc == PTSC_OK && k < reps; k++)
+            for (size_t i = 0; rc == PTSC_OK && i < n; i++) {
+                const ptsc__run_t *g = &r[i];
+                MPI_Aint off = g->off + k * step;
+                char *u = b->user + off, *h = b->packed ? b->host + b->gap + at : b->host + (off - b->lo);
+                MPI_Aint hstep = b->packed ? g->len : g->stride;
+                rc = back ? copy_rows(u, g->stride, h, hstep, g->len, g->n, s)
+                          : copy_rows(h, hstep, u, g->stride, g->len, g->n, s);
+                at += g->len * g->n;
+            }
+    }
+    if (s) {
+        int src = ptsc__gpu_stream_sync(s);
+        rc = rc == PTSC_OK ? src : rc;
+    }
+    if (!back && b->gap)
+        b->host[0] = b->host[1];
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Buffers as MPI sees them                                                  */
 /* ------------------------------------------------------------------------ */
 
-/* The caller's buffer, or its host copy when staged (the internal header
- * defines it: the Fortran entry points hold them too). */
-typedef ptsc__mbuf_t mbuf_t;
-
-enum { SEND, RECV };          /* direction of a buffer */
-enum { MAY_STAGE, NO_STAGE }; /* whether the call can stage */
+/* Direction of a buffer: MPI reads it, writes some of it (its host copy
+ * is filled first, so what MPI leaves goes back unchanged), or writes all
+ * of its type map (a collective's receive: no fill). */
+enum { SEND, RECV, FILL };
+/* Whether the call can stage, and whether it passes MPI the count and
+ * datatype that wcount and wtype give (a packed host copy). */
+enum { MAY_STAGE, MAY_PACK, NO_STAGE };
 
 static void *wire(const mbuf_t *b) { return b->host ? b->host - b->lo : b->user; }
 
@@ -244,57 +448,18 @@ static int sync_for(ptsc_memclass_t cls, const char *call)
     return MPI_SUCCESS;
 }
 
-/* A receive through a datatype with holes copies back only the bytes of
- * its type map: the program may write the holes while the receive runs
- * (a halo column around a computed interior). The map is found by
- * unpacking all-ones bytes into a zeroed copy of the span. */
-static int make_mask(mbuf_t *b, int count, MPI_Datatype type, MPI_Count packed)
-{
-    if (packed > INT_MAX)
-        return ptsc__err(PTSC_ERR_UNSUPPORTED, "a receive with holes of more than INT_MAX bytes"),
-               MPI_ERR_COUNT;
-    char *ones = malloc(packed > 0 ? (size_t)packed : 1);
-    b->mask = calloc((size_t)b->span, 1);
-    int pos = 0, rc = ones && b->mask ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-    if (rc == MPI_SUCCESS) {
-        memset(ones, 0xff, (size_t)packed);
-        rc = PMPI_Unpack(ones, (int)packed, &pos, b->mask - b->lo, count, type, MPI_COMM_SELF);
-    }
-    free(ones);
-    if (rc != MPI_SUCCESS) {
-        free(b->mask);
-        b->mask = NULL;
-        ptsc__err(PTSC_ERR_NO_MEMORY, "the type map of a receive with holes");
-    }
-    return rc;
-}
-
-/* The received bytes back into the caller's buffer: all of the span, or
- * the runs of the mask. */
-static int copy_back(const mbuf_t *b)
-{
-    if (!b->mask)
-        return copy(b->user + b->lo, b->host, (size_t)b->span);
-    int rc = PTSC_OK;
-    for (MPI_Count i = 0; rc == PTSC_OK && i < b->span;) {
-        if (!b->mask[i]) {
-            i++;
-            continue;
-        }
-        MPI_Count j = i;
-        while (j < b->span && b->mask[j])
-            j++;
-        rc = copy(b->user + b->lo + i, b->host + i, (size_t)(j - i));
-        i = j;
-    }
-    return rc;
-}
+/* The received bytes back into the caller's buffer. */
+static int copy_back(const mbuf_t *b) { return copy_runs(b, 1); }
 
 static void release(mbuf_t *b)
 {
-    free(b->host);
-    free(b->mask);
-    b->host = b->mask = NULL;
+    if (b->gap)
+        PMPI_Type_free(&b->wtype);
+    b->gap = 0;
+    pool_put(b->host, b->cap);
+    ptsc__flat_free(&b->runs);
+    b->host = NULL;
+    b->cap = 0;
 }
 
 static int is_device(ptsc_memclass_t cls) { return cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED; }
@@ -303,8 +468,47 @@ static int is_device(ptsc_memclass_t cls) { return cls == PTSC_MEM_DEVICE || cls
  * rule, ptsc__mem_staged). */
 static int stages(ptsc_memclass_t cls) { return ptsc__mem_staged(cls, PTSC__FOR_PLAIN_MPI, 0, 1, 0); }
 
+/* The MPI error for a failed plan: memory, or a type this library cannot
+ * read. */
+static int plan_error(int rc) { return rc == PTSC_ERR_NO_MEMORY ? MPI_ERR_NO_MEM : MPI_ERR_TYPE; }
+
+/* Open MPI 4.1 writes all of a longer contiguous message into a contiguous
+ * receive buffer, past its end (a receive of count 0 or 1 int included;
+ * MPICH 4.0 stops at the buffer). A packed message is contiguous where
+ * the program's derived type was not, and a staged receive's host copy
+ * would take the overflow. Under Open MPI a packed host copy therefore
+ * has a one-byte gap after its first byte, and MPI gets it as one element
+ * of gap_type: byte 0 at 0, the rest from 2, a type Open MPI does not
+ * treat as contiguous. The packed bytes lie from host + 1 (copy_runs); a
+ * send moves the first to host[0] and a receive moves it back. Receives
+ * of dense types are packed so too, with the gap, so that no staged
+ * point-to-point receive can be written past its host copy. */
+#ifdef OPEN_MPI
+#define GAPPED 1
+#else
+#define GAPPED 0
+#endif
+
+static int gap_type(int n, MPI_Datatype *t)
+{
+    int len[2] = {1, n - 1};
+    MPI_Aint at[2] = {0, 2};
+    if (PMPI_Type_create_hindexed(2, len, at, MPI_PACKED, t) != MPI_SUCCESS)
+        return MPI_ERR_INTERN;
+    if (PMPI_Type_commit(t) != MPI_SUCCESS)
+        return PMPI_Type_free(t), MPI_ERR_INTERN;
+    return MPI_SUCCESS;
+}
+
 /* The host copy's memory where staging applies to `count` elements of
- * `type` at b->user (class `cls`); nothing is copied yet. */
+ * `type` at b->user (class `cls`); nothing is copied yet. A datatype with
+ * holes is flattened into the runs of its type map, which are all that is
+ * copied; where the call passes what wcount and wtype say (`can` MAY_PACK:
+ * point-to-point from C), the host copy is those bytes packed in type-map
+ * order and MPI gets them as MPI_PACKED, else (collectives, whose
+ * reductions and per-rank type signatures need the caller's type, and the
+ * Fortran entry points) it is laid out as the span and MPI gets the
+ * caller's count and type. */
 static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datatype type, int dir, int can,
                       const char *call)
 {
@@ -329,28 +533,50 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
         return fail(call, MPI_ERR_TYPE);
     if (L.span <= 0)
         return MPI_SUCCESS;
-    if (!(b->host = malloc((size_t)L.span))) {
-        ptsc__err(PTSC_ERR_NO_MEMORY, "%lld bytes of host memory to stage a buffer", (long long)L.span);
-        return fail(call, MPI_ERR_NO_MEM);
+    if (!L.dense || (GAPPED && can == MAY_PACK && dir != SEND)) {
+        int rc = L.dense ? ptsc__flat_add(&b->runs, (MPI_Aint)L.lo, (MPI_Aint)L.span)
+                         : ptsc__flatten(type, count, 0, &b->runs);
+        if (rc != PTSC_OK) {
+            ptsc__flat_free(&b->runs);
+            return fail(call, plan_error(rc));
+        }
+        b->packed = can == MAY_PACK && b->runs.bytes <= INT_MAX;
+        b->gap = GAPPED && b->packed && b->runs.bytes >= 2;
     }
-    b->lo = L.lo;
-    b->span = L.span;
-    b->back = dir == RECV;
-    if (b->back && !L.dense && make_mask(b, (int)count, type, L.size * count) != MPI_SUCCESS) {
-        free(b->host);
-        b->host = NULL;
+    b->lo = b->packed ? 0 : L.lo;
+    b->span = b->packed ? b->runs.bytes : L.span;
+    b->back = dir != SEND;
+    if (b->gap && gap_type((int)b->span, &b->wtype) != MPI_SUCCESS) {
+        ptsc__flat_free(&b->runs);
+        b->packed = b->gap = 0;
+        ptsc__err(PTSC_ERR_NO_MEMORY, "the datatype of a staged message could not be made");
+        return fail(call, MPI_ERR_INTERN);
+    }
+    if (!(b->host = pool_get((size_t)b->span + (size_t)b->gap, &b->cap))) {
+        if (b->gap)
+            PMPI_Type_free(&b->wtype);
+        ptsc__flat_free(&b->runs);
+        b->packed = b->gap = 0;
         return fail(call, MPI_ERR_NO_MEM);
     }
     bump(C_STAGED);
     return MPI_SUCCESS;
 }
 
-/* Fill the host copy from the caller's buffer. A receive's copy holds the
- * buffer's present bytes too, so that holes of the datatype and a shorter
- * message leave them unchanged. */
+/* What MPI gets as count and datatype for a buffer whose call passes them
+ * (MAY_PACK): the packed bytes, or the caller's. */
+static int wcount(const mbuf_t *b, int count) { return b->gap ? 1 : b->packed ? (int)b->span : count; }
+static MPI_Datatype wtype(const mbuf_t *b, MPI_Datatype type)
+{
+    return b->gap ? b->wtype : b->packed ? MPI_PACKED : type;
+}
+
+/* Fill the host copy from the caller's buffer: the type map's bytes. A
+ * receive's copy holds them too, so that a shorter message leaves the
+ * rest of the buffer unchanged when all of them go back. */
 static int stage_in(mbuf_t *b, const char *call)
 {
-    if (!b->host || copy(b->host, b->user + b->lo, (size_t)b->span) == PTSC_OK)
+    if (!b->host || copy_runs(b, 0) == PTSC_OK)
         return MPI_SUCCESS;
     return fail(call, MPI_ERR_OTHER);
 }
@@ -368,9 +594,9 @@ typedef struct {
 static MPI_Datatype block_type(const blocks_t *v, int i) { return v->types ? v->types[i] : v->type; }
 
 /* Where block i lies: it starts at byte *at of the buffer, its data lies
- * in bytes [*lo, *lo + *span); *packed: its size. */
-static int block_at(const blocks_t *v, int i, MPI_Count *at, MPI_Count *lo, MPI_Count *span,
-                    MPI_Count *packed, const char *call)
+ * in bytes [*lo, *lo + *span); *dense: no holes. */
+static int block_at(const blocks_t *v, int i, MPI_Count *at, MPI_Count *lo, MPI_Count *span, int *dense,
+                    const char *call)
 {
     ptsc__layout_t L;
     if (ptsc__layout_of(block_type(v, i), v->counts[i], &L, call) != PTSC_OK)
@@ -378,14 +604,14 @@ static int block_at(const blocks_t *v, int i, MPI_Count *at, MPI_Count *lo, MPI_
     *at = (MPI_Count)v->displs[i] * (v->types ? 1 : L.extent);
     *lo = *at + L.lo;
     *span = L.span;
-    *packed = L.size * v->counts[i];
+    *dense = L.dense;
     return MPI_SUCCESS;
 }
 
-/* The host copy of a v or w buffer: the bytes from its lowest block to the
- * end of its highest; a receive copies back only its blocks' type maps (a
- * mask, as for a type with holes: what lies between the blocks is not the
- * call's). Nothing is copied yet. */
+/* The host copy of a v or w buffer: laid out as the bytes from its lowest
+ * block to the end of its highest, MPI gets the caller's arguments, and
+ * only the blocks' type maps are copied in and back (what lies between the
+ * blocks is not the call's). Nothing is copied yet. */
 static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, int dir, int can,
                              const char *call)
 {
@@ -397,47 +623,35 @@ static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, 
         ptsc__err(PTSC_ERR_ARG, "a count or displacement array is NULL");
         return fail(call, MPI_ERR_ARG);
     }
-    MPI_Count lo = 0, hi = 0, at, l, n, packed;
-    int any = 0;
-    for (int i = 0; i < v->n; i++) {
+    MPI_Count lo = 0, hi = 0, at, l, n;
+    int any = 0, dense, rc = PTSC_OK;
+    for (int i = 0; rc == PTSC_OK && i < v->n; i++) {
         if (v->counts[i] <= 0 || block_type(v, i) == MPI_DATATYPE_NULL)
             continue; /* MPI judges negative counts */
-        if (block_at(v, i, &at, &l, &n, &packed, call) != MPI_SUCCESS)
+        if (block_at(v, i, &at, &l, &n, &dense, call) != MPI_SUCCESS) {
+            ptsc__flat_free(&b->runs);
             return fail(call, MPI_ERR_TYPE);
+        }
         if (n <= 0)
             continue;
         lo = any && lo < l ? lo : l;
         hi = any && hi > l + n ? hi : l + n;
         any = 1;
+        rc = dense ? ptsc__flat_add(&b->runs, (MPI_Aint)l, (MPI_Aint)n)
+                   : ptsc__flatten(block_type(v, i), v->counts[i], (MPI_Aint)at, &b->runs);
+    }
+    if (rc != PTSC_OK) {
+        ptsc__flat_free(&b->runs);
+        return fail(call, plan_error(rc));
     }
     if (!any)
         return MPI_SUCCESS;
     b->lo = lo;
     b->span = hi - lo;
-    b->back = dir == RECV;
-    b->host = malloc((size_t)b->span);
-    b->mask = b->back ? calloc((size_t)b->span, 1) : NULL;
-    int rc = b->host && (!b->back || b->mask) ? MPI_SUCCESS : MPI_ERR_NO_MEM;
-    /* The mask: all-ones bytes unpacked through each block's type map. */
-    for (int i = 0; rc == MPI_SUCCESS && b->back && i < v->n; i++) {
-        MPI_Datatype t = block_type(v, i);
-        if (v->counts[i] <= 0 || t == MPI_DATATYPE_NULL ||
-            block_at(v, i, &at, &l, &n, &packed, call) != MPI_SUCCESS || n <= 0)
-            continue;
-        char *ones = packed > INT_MAX ? NULL : malloc((size_t)packed);
-        int pos = 0;
-        if (!ones) {
-            rc = MPI_ERR_NO_MEM;
-            break;
-        }
-        memset(ones, 0xff, (size_t)packed);
-        rc = PMPI_Unpack(ones, (int)packed, &pos, b->mask - lo + at, v->counts[i], t, MPI_COMM_SELF);
-        free(ones);
-    }
-    if (rc != MPI_SUCCESS) {
-        release(b);
-        ptsc__err(PTSC_ERR_NO_MEMORY, "%lld bytes of host memory to stage a buffer", (long long)b->span);
-        return fail(call, rc);
+    b->back = dir != SEND;
+    if (!(b->host = pool_get((size_t)b->span, &b->cap))) {
+        ptsc__flat_free(&b->runs);
+        return fail(call, MPI_ERR_NO_MEM);
     }
     bump(C_STAGED);
     return MPI_SUCCESS;
@@ -477,10 +691,8 @@ static int lookup(const void *buf, int known, ptsc_memclass_t *cls, const char *
 static int prep_any(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, const blocks_t *v,
                     int dir, int can, int known, const char *call)
 {
+    memset(b, 0, sizeof *b);
     b->user = (char *)buf;
-    b->host = b->mask = NULL;
-    b->lo = b->span = 0;
-    b->back = 0;
     ptsc_memclass_t cls;
     int rc = lookup(buf, known, &cls, call); /* HOST for what is no buffer */
     /* Host memory with nothing to stage (every buffer on a machine without
@@ -491,8 +703,9 @@ static int prep_any(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype ty
     if (rc == MPI_SUCCESS)
         rc = v ? stage_plan_blocks(b, cls, v, dir, can, call)
                : stage_plan(b, cls, count, type, dir, can, call);
-    if (rc == MPI_SUCCESS && (rc = stage_in(b, call)) != MPI_SUCCESS)
+    if (rc == MPI_SUCCESS && dir != FILL && (rc = stage_in(b, call)) != MPI_SUCCESS)
         release(b);
+    b->unfilled = dir == FILL && b->host;
     return rc;
 }
 
@@ -522,15 +735,18 @@ static int raise_on(MPI_Comm comm, int rc)
     return rc;
 }
 
-/* The result of a call with staged buffers: MPI's error first. */
+/* The result of a call with staged buffers: MPI's error first. A host
+ * copy that was not filled before the call (FILL) does not go back when
+ * the call failed: MPI may not have written it. */
 static int done1(int mrc, mbuf_t *a, MPI_Comm comm, const char *call)
 {
-    int frc = finish(a, 0, call);
+    int frc = finish(a, mrc != MPI_SUCCESS && a->unfilled, call);
     return mrc != MPI_SUCCESS ? mrc : raise_on(comm, frc);
 }
 static int done2(int mrc, mbuf_t *a, mbuf_t *b, MPI_Comm comm, const char *call)
 {
-    int frc = finish(a, 0, call), grc = finish(b, 0, call);
+    int frc = finish(a, mrc != MPI_SUCCESS && a->unfilled, call),
+        grc = finish(b, mrc != MPI_SUCCESS && b->unfilled, call);
     return mrc != MPI_SUCCESS ? mrc : raise_on(comm, frc != MPI_SUCCESS ? frc : grc);
 }
 
@@ -709,6 +925,14 @@ static int settle(pending_t *p, const MPI_Status *st)
     return fail(p->call, MPI_ERR_OTHER);
 }
 
+/* An entry taken out of the table whose request MPI no longer holds. */
+static void drop(pending_t *p)
+{
+    release(&p->b);
+    release(&p->b2);
+    free(p);
+}
+
 /* An entry taken out of the table, after the call that took it: settled
  * if its request completed (`done`, with status `st`); kept under handle
  * `now`, what MPI left in the caller's argument, if MPI still holds it
@@ -723,19 +947,15 @@ static int conclude(pending_t *p, int done, const MPI_Status *st, MPI_Request no
     if (!done && !persistent && same_req(now, MPI_REQUEST_NULL))
         done = 1, st = NULL;
     int rc = done ? settle(p, st) : MPI_SUCCESS; /* frees a non-persistent one */
+    if (persistent && same_req(now, MPI_REQUEST_NULL)) {
+        drop(p); /* Open MPI 4.1 nulls a persistent receive's handle when it completes in error */
+        return rc;
+    }
     if (!done || persistent) {
         p->req = now;
         link_pending(p);
     }
     return rc;
-}
-
-/* An entry taken out of the table whose request MPI no longer holds. */
-static void drop(pending_t *p)
-{
-    release(&p->b);
-    release(&p->b2);
-    free(p);
 }
 
 /* Detached requests that completed meanwhile: settled (a freed persistent
@@ -856,6 +1076,7 @@ void ptsc__ipose_stop(void)
             free(p);
         }
         atomic_store(&n_pending, 0);
+        pool_drain();
         ptsc__gpu_finalize();
     }
 }
@@ -1070,10 +1291,24 @@ PTSC_MPI_API int MPI_Request_free(MPI_Request *req)
 /* Persistent requests                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* How a send to `dest` may stage: packed, but a send to the calling rank
+ * itself keeps the caller's type (span layout). Open MPI 4.1 does not
+ * report truncation of a contiguous message a rank sends to itself (and
+ * with a receive of count 0 writes the buffer): a packed send would turn a
+ * truncation the caller's derived type reports into a silent one. */
+static int send_can(MPI_Comm comm, int dest)
+{
+    int me = -1;
+    if (!atomic_load_explicit(&ready, memory_order_acquire) || !ptsc__g.staging || dest < 0 ||
+        comm == MPI_COMM_NULL || PMPI_Comm_rank(comm, &me) != MPI_SUCCESS)
+        return MAY_PACK;
+    return me == dest ? MAY_STAGE : MAY_PACK;
+}
+
 /* At Send_init / Recv_init: the class, and the host copy's memory where
  * staging applies (MPI binds the address now; it is filled at each start). */
-static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int dir, ptsc_memclass_t *cls,
-                 const char *call)
+static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int dir, int can,
+                 ptsc_memclass_t *cls, const char *call)
 {
     memset(b, 0, sizeof *b);
     b->user = (char *)buf;
@@ -1081,7 +1316,7 @@ static int pprep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int d
     if (!acts_on(buf))
         return MPI_SUCCESS;
     int rc = lookup(buf, LOOK, cls, call);
-    return rc == MPI_SUCCESS ? stage_plan(b, *cls, count, type, dir, MAY_STAGE, call) : rc;
+    return rc == MPI_SUCCESS ? stage_plan(b, *cls, count, type, dir, can, call) : rc;
 }
 
 static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, const char *call)
@@ -1109,14 +1344,15 @@ static int ptrack(int mrc, MPI_Request *req, mbuf_t *b, ptsc_memclass_t cls, con
     return MPI_SUCCESS;
 }
 
-#define PINIT_SEND(NAME)                                                                                     \
-    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,            \
-                                MPI_Comm comm, MPI_Request *req)                                             \
-    {                                                                                                        \
-        mbuf_t b;                                                                                            \
-        ptsc_memclass_t cls;                                                                                 \
-        CHECKED_ON(comm, req, pprep(&b, buf, count, type, SEND, &cls, "MPI_" #NAME));                        \
-        return ptrack(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, cls, "MPI_" #NAME); \
+#define PINIT_SEND(NAME)                                                                                    \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,           \
+                                MPI_Comm comm, MPI_Request *req)                                            \
+    {                                                                                                       \
+        mbuf_t b;                                                                                           \
+        ptsc_memclass_t cls;                                                                                \
+        CHECKED_ON(comm, req, pprep(&b, buf, count, type, SEND, send_can(comm, dest), &cls, "MPI_" #NAME)); \
+        return ptrack(PMPI_##NAME(wire(&b), wcount(&b, count), wtype(&b, type), dest, tag, comm, req), req, \
+                      &b, cls, "MPI_" #NAME);                                                               \
     }
 PINIT_SEND(Send_init)
 PINIT_SEND(Ssend_init)
@@ -1128,9 +1364,9 @@ PTSC_MPI_API int MPI_Recv_init(void *buf, int count, MPI_Datatype type, int sour
 {
     mbuf_t b;
     ptsc_memclass_t cls;
-    CHECKED_ON(comm, req, pprep(&b, buf, count, type, RECV, &cls, "MPI_Recv_init"));
-    return ptrack(PMPI_Recv_init(wire(&b), count, type, source, tag, comm, req), req, &b, cls,
-                  "MPI_Recv_init");
+    CHECKED_ON(comm, req, pprep(&b, buf, count, type, RECV, MAY_PACK, &cls, "MPI_Recv_init"));
+    return ptrack(PMPI_Recv_init(wire(&b), wcount(&b, count), wtype(&b, type), source, tag, comm, req), req,
+                  &b, cls, "MPI_Recv_init");
 }
 
 /* Before a start of the entry `p` (taken out of the table): the sync, and
@@ -1188,26 +1424,29 @@ PTSC_MPI_API int MPI_Startall(int n, MPI_Request reqs[])
 /* Point-to-point                                                            */
 /* ------------------------------------------------------------------------ */
 
-#define SEND_LIKE(NAME)                                                                                   \
-    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,         \
-                                MPI_Comm comm)                                                            \
-    {                                                                                                     \
-        mbuf_t b;                                                                                         \
-        CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME)); \
-        return done1(PMPI_##NAME(wire(&b), count, type, dest, tag, comm), &b, comm, "MPI_" #NAME);        \
+#define SEND_LIKE(NAME)                                                                                    \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,          \
+                                MPI_Comm comm)                                                             \
+    {                                                                                                      \
+        mbuf_t b;                                                                                          \
+        CHECKED_ON(comm, (MPI_Request *)NULL,                                                              \
+                   prep(&b, buf, count, type, SEND, send_can(comm, dest), "MPI_" #NAME));                  \
+        return done1(PMPI_##NAME(wire(&b), wcount(&b, count), wtype(&b, type), dest, tag, comm), &b, comm, \
+                     "MPI_" #NAME);                                                                        \
     }
 SEND_LIKE(Send)
 SEND_LIKE(Ssend)
 SEND_LIKE(Bsend)
 SEND_LIKE(Rsend)
 
-#define ISEND_LIKE(NAME)                                                                               \
-    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,      \
-                                MPI_Comm comm, MPI_Request *req)                                       \
-    {                                                                                                  \
-        mbuf_t b;                                                                                      \
-        CHECKED_ON(comm, req, prep(&b, buf, count, type, SEND, MAY_STAGE, "MPI_" #NAME));              \
-        return track(PMPI_##NAME(wire(&b), count, type, dest, tag, comm, req), req, &b, "MPI_" #NAME); \
+#define ISEND_LIKE(NAME)                                                                                   \
+    PTSC_MPI_API int MPI_##NAME(const void *buf, int count, MPI_Datatype type, int dest, int tag,          \
+                                MPI_Comm comm, MPI_Request *req)                                           \
+    {                                                                                                      \
+        mbuf_t b;                                                                                          \
+        CHECKED_ON(comm, req, prep(&b, buf, count, type, SEND, send_can(comm, dest), "MPI_" #NAME));       \
+        return track(PMPI_##NAME(wire(&b), wcount(&b, count), wtype(&b, type), dest, tag, comm, req), req, \
+                     &b, "MPI_" #NAME);                                                                    \
     }
 ISEND_LIKE(Isend)
 ISEND_LIKE(Issend)
@@ -1218,30 +1457,33 @@ PTSC_MPI_API int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, i
                           MPI_Status *status)
 {
     mbuf_t b;
-    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Recv"));
-    return done1(PMPI_Recv(wire(&b), count, type, source, tag, comm, status), &b, comm, "MPI_Recv");
+    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_PACK, "MPI_Recv"));
+    return done1(PMPI_Recv(wire(&b), wcount(&b, count), wtype(&b, type), source, tag, comm, status), &b, comm,
+                 "MPI_Recv");
 }
 
 PTSC_MPI_API int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                            MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Irecv"));
-    return track(PMPI_Irecv(wire(&b), count, type, source, tag, comm, req), req, &b, "MPI_Irecv");
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_PACK, "MPI_Irecv"));
+    return track(PMPI_Irecv(wire(&b), wcount(&b, count), wtype(&b, type), source, tag, comm, req), req, &b,
+                 "MPI_Irecv");
 }
 
 PTSC_MPI_API int MPI_Mrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Status *status)
 {
     mbuf_t b;
-    CHECKED_ON(MPI_COMM_NULL, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Mrecv"));
-    return done1(PMPI_Mrecv(wire(&b), count, type, msg, status), &b, MPI_COMM_NULL, "MPI_Mrecv");
+    CHECKED_ON(MPI_COMM_NULL, (MPI_Request *)NULL, prep(&b, buf, count, type, RECV, MAY_PACK, "MPI_Mrecv"));
+    return done1(PMPI_Mrecv(wire(&b), wcount(&b, count), wtype(&b, type), msg, status), &b, MPI_COMM_NULL,
+                 "MPI_Mrecv");
 }
 
 PTSC_MPI_API int MPI_Imrecv(void *buf, int count, MPI_Datatype type, MPI_Message *msg, MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(MPI_COMM_NULL, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Imrecv"));
-    return track(PMPI_Imrecv(wire(&b), count, type, msg, req), req, &b, "MPI_Imrecv");
+    CHECKED_ON(MPI_COMM_NULL, req, prep(&b, buf, count, type, RECV, MAY_PACK, "MPI_Imrecv"));
+    return track(PMPI_Imrecv(wire(&b), wcount(&b, count), wtype(&b, type), msg, req), req, &b, "MPI_Imrecv");
 }
 
 PTSC_MPI_API int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
@@ -1249,14 +1491,15 @@ PTSC_MPI_API int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, 
                               MPI_Status *status)
 {
     mbuf_t s, r;
-    CHECKED_ON(comm, (MPI_Request *)NULL, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Sendrecv"));
-    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Sendrecv");
+    CHECKED_ON(comm, (MPI_Request *)NULL,
+               prep(&s, sbuf, scount, stype, SEND, send_can(comm, dest), "MPI_Sendrecv"));
+    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_PACK, "MPI_Sendrecv");
     if (rc != MPI_SUCCESS) {
         (void)finish(&s, 0, "MPI_Sendrecv"); /* nothing was sent: the send's copy goes */
         return raise_on(comm, rc);
     }
-    return done2(PMPI_Sendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag,
-                               comm, status),
+    return done2(PMPI_Sendrecv(wire(&s), wcount(&s, scount), wtype(&s, stype), dest, stag, wire(&r),
+                               wcount(&r, rcount), wtype(&r, rtype), source, rtag, comm, status),
                  &s, &r, comm, "MPI_Sendrecv");
 }
 
@@ -1265,9 +1508,10 @@ PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, i
 {
     mbuf_t b;
     CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Sendrecv_replace"));
-    return done1(PMPI_Sendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, status), &b,
-                 comm, "MPI_Sendrecv_replace");
+               prep(&b, buf, count, type, RECV, send_can(comm, dest), "MPI_Sendrecv_replace"));
+    return done1(PMPI_Sendrecv_replace(wire(&b), wcount(&b, count), wtype(&b, type), dest, stag, source, rtag,
+                                       comm, status),
+                 &b, comm, "MPI_Sendrecv_replace");
 }
 
 #if MPI_VERSION >= 4
@@ -1279,24 +1523,25 @@ PTSC_MPI_API int MPI_Isendrecv(const void *sbuf, int scount, MPI_Datatype stype,
                                MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t s, r;
-    CHECKED_ON(comm, req, prep(&s, sbuf, scount, stype, SEND, MAY_STAGE, "MPI_Isendrecv"));
-    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_STAGE, "MPI_Isendrecv");
+    CHECKED_ON(comm, req, prep(&s, sbuf, scount, stype, SEND, send_can(comm, dest), "MPI_Isendrecv"));
+    int rc = prep(&r, rbuf, rcount, rtype, RECV, MAY_PACK, "MPI_Isendrecv");
     if (rc != MPI_SUCCESS) {
         (void)finish(&s, 1, "MPI_Isendrecv"); /* nothing was sent: the send's copy goes */
         CHECKED_ON(comm, req, rc);
     }
-    return track_any(
-        PMPI_Isendrecv(wire(&s), scount, stype, dest, stag, wire(&r), rcount, rtype, source, rtag, comm, req),
-        req, &s, &r, 1, "MPI_Isendrecv");
+    return track_any(PMPI_Isendrecv(wire(&s), wcount(&s, scount), wtype(&s, stype), dest, stag, wire(&r),
+                                    wcount(&r, rcount), wtype(&r, rtype), source, rtag, comm, req),
+                     req, &s, &r, 1, "MPI_Isendrecv");
 }
 
 PTSC_MPI_API int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, int dest, int stag,
                                        int source, int rtag, MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, MAY_STAGE, "MPI_Isendrecv_replace"));
-    return track(PMPI_Isendrecv_replace(wire(&b), count, type, dest, stag, source, rtag, comm, req), req, &b,
-                 "MPI_Isendrecv_replace");
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, send_can(comm, dest), "MPI_Isendrecv_replace"));
+    return track(PMPI_Isendrecv_replace(wire(&b), wcount(&b, count), wtype(&b, type), dest, stag, source,
+                                        rtag, comm, req),
+                 req, &b, "MPI_Isendrecv_replace");
 }
 
 /* Partitioned communication: the program fills (or reads) partitions
@@ -1374,11 +1619,12 @@ static int is_root(MPI_Comm comm, int root)
 typedef struct {
     int use[2], cls[2]; /* cls: LOOK where not found (prep looks again) */
     int can, n;
+    int partial; /* MPI may leave part of the receive buffer unwritten (Exscan's rank 0) */
 } coll_t;
 
 static coll_t coll(MPI_Comm comm, const void *sbuf, int suse, const void *rbuf, int ruse)
 {
-    coll_t c = {{suse, ruse}, {LOOK, LOOK}, MAY_STAGE, 0};
+    coll_t c = {{suse, ruse}, {LOOK, LOOK}, MAY_STAGE, 0, 0};
     const void *buf[2] = {sbuf, rbuf};
     int ask = 0;
     for (int i = SEND; i <= RECV; i++) {
@@ -1411,8 +1657,13 @@ static int prep2_any(mbuf_t *s, mbuf_t *r, const void *sbuf, MPI_Count scount, M
     s->user = (char *)sbuf;
     if (rc != MPI_SUCCESS)
         return rc;
+    /* A collective writes all of its receive buffer (counts match), so
+     * its copy need not be filled first, unless the buffer is also the
+     * input (MPI_IN_PLACE, or NULL: not known here) or MPI may leave some
+     * of it (Exscan). */
+    int dir = !sbuf || sbuf == MPI_IN_PLACE || c->partial ? RECV : FILL;
     if (c->use[RECV] &&
-        (rc = prep_any(r, rbuf, rcount, rtype, rv, RECV, c->can, c->cls[RECV], call)) != MPI_SUCCESS)
+        (rc = prep_any(r, rbuf, rcount, rtype, rv, dir, c->can, c->cls[RECV], call)) != MPI_SUCCESS)
         finish(s, 1, call);
     r->user = rbuf;
     return rc;
@@ -1466,12 +1717,13 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
 /* Calls shaped (sbuf, rbuf, count, type, op, comm): allreduce and scans.
  * A non-blocking collective's host copies are settled by the completion
  * call, as a non-blocking receive's. */
-#define REDUCE_LIKE(NAME, INAME)                                                                          \
+#define REDUCE_LIKE(NAME, INAME, PARTIAL)                                                                 \
     PTSC_MPI_API int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype type, MPI_Op op,    \
                                 MPI_Comm comm)                                                            \
     {                                                                                                     \
         mbuf_t s, r;                                                                                      \
         coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                          \
+        c.partial = PARTIAL;                                                                              \
         CHECKED_ON(comm, (MPI_Request *)NULL,                                                             \
                    prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_" #NAME));                \
         return done2(PMPI_##NAME(wire(&s), wire(&r), count, type, op, comm), &s, &r, comm, "MPI_" #NAME); \
@@ -1481,13 +1733,14 @@ PTSC_MPI_API int MPI_Ireduce(const void *sbuf, void *rbuf, int count, MPI_Dataty
     {                                                                                                     \
         mbuf_t s, r;                                                                                      \
         coll_t c = coll(comm, sbuf, 1, rbuf, 1);                                                          \
+        c.partial = PARTIAL;                                                                              \
         CHECKED_ON(comm, req, prep2(&s, &r, sbuf, count, type, rbuf, count, type, &c, "MPI_" #INAME));    \
         return track2(PMPI_##INAME(wire(&s), wire(&r), count, type, op, comm, req), req, &s, &r,          \
                       "MPI_" #INAME);                                                                     \
     }
-REDUCE_LIKE(Allreduce, Iallreduce)
-REDUCE_LIKE(Scan, Iscan)
-REDUCE_LIKE(Exscan, Iexscan)
+REDUCE_LIKE(Allreduce, Iallreduce, 0)
+REDUCE_LIKE(Scan, Iscan, 0)
+REDUCE_LIKE(Exscan, Iexscan, 1)
 
 PTSC_MPI_API int MPI_Reduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype type,
                                           MPI_Op op, MPI_Comm comm)
@@ -1814,6 +2067,7 @@ int ptsc__ipose_prep_coll(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf,
                           int ruse, const char *call)
 {
     coll_t c = coll(comm, sbuf, suse, rbuf, ruse);
+    c.partial = 1; /* the Fortran calls: receive copies filled first (Exscan too) */
     return prep2(s, r, sbuf, scount, stype, rbuf, rcount, rtype, &c, call);
 }
 
@@ -1823,6 +2077,7 @@ int ptsc__ipose_prep_coll_v(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbu
                             int ruse, const char *call)
 {
     coll_t c = coll(comm, sbuf, suse, rbuf, ruse);
+    c.partial = 1;
     blocks_t sv = {c.n, scounts, sdispls, NULL, stype}, rv = {c.n, rcounts, rdispls, NULL, rtype};
     return prep2_any(s, r, sbuf, scount, stype, scounts ? &sv : NULL, rbuf, rcount, rtype,
                      rcounts ? &rv : NULL, &c, call);
@@ -1844,7 +2099,7 @@ int ptsc__ipose_pinit_prep(mbuf_t *b, const void *buf, int count, MPI_Datatype t
                            const char *call)
 {
     ptsc_memclass_t c = PTSC_MEM_HOST;
-    int rc = pprep(b, buf, count, type, recv ? RECV : SEND, &c, call);
+    int rc = pprep(b, buf, count, type, recv ? RECV : SEND, MAY_STAGE, &c, call);
     *cls = (int)c;
     return rc;
 }

@@ -621,6 +621,36 @@ typedef struct {
 int ptsc__layout_of(MPI_Datatype t, int count, ptsc__layout_t *L, const char *call);
 
 /* ------------------------------------------------------------------------ */
+/* flatten.c: a datatype's type map as runs of bytes (libptsc-mpi's staging)  */
+/* ------------------------------------------------------------------------ */
+
+/* `n` runs of `len` bytes, the k-th at byte `off + k * stride` of the
+ * buffer (n == 1: one run, stride == len). */
+typedef struct {
+    MPI_Aint off, len, stride, n;
+} ptsc__run_t;
+/* Groups of runs in type-map order, adjacent ones merged, the whole list
+ * repeated `reps` times `step` bytes apart where reps > 1 (an array of
+ * elements of several groups each); `bytes`: the sum of all the runs'
+ * lengths (the data). Zeroed: empty. */
+typedef struct {
+    ptsc__run_t *r;
+    size_t n, cap;
+    MPI_Count bytes;
+    MPI_Aint reps, step;
+} ptsc__flat_t;
+/* Append the runs of `count` elements of committed `t` at byte `at` of a
+ * buffer to `f` (into an empty `f`, an element of several groups becomes
+ * a pattern of `count` reps). PTSC_ERR_UNSUPPORTED for a type it cannot
+ * read (more than 2^24 groups; a type map that overlaps itself where it
+ * is read back by unpacking; a darray over INT_MAX bytes), or
+ * PTSC_ERR_NO_MEMORY. */
+int ptsc__flatten(MPI_Datatype t, MPI_Count count, MPI_Aint at, ptsc__flat_t *f);
+/* Append `len` bytes at `off` (one run). */
+int ptsc__flat_add(ptsc__flat_t *f, MPI_Aint off, MPI_Aint len);
+void ptsc__flat_free(ptsc__flat_t *f);
+
+/* ------------------------------------------------------------------------ */
 /* coll_prep.c, coll.c, icoll.c: lane collectives                            */
 /* ------------------------------------------------------------------------ */
 
@@ -729,6 +759,10 @@ int ptsc__gpu_host_alloc(size_t n, void **p);
 void ptsc__gpu_host_free(void *p);
 /* cudaMemcpyAsync with cudaMemcpyDefault on `stream`. */
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream);
+/* cudaMemcpy2DAsync with cudaMemcpyDefault: `rows` runs of `width` bytes,
+ * `spitch` apart at `src`, to `dpitch` apart at `dst` (pitches >= width). */
+int ptsc__gpu_copy2d_async(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows, void *stream);
 /* Events. Recorded on a blocking stream (per-thread, owned), an event also
  * completes only after the legacy-stream work queued before the record:
  * the thread scope and the race check rely on that (sync.c). */
@@ -850,10 +884,15 @@ void ptsc__nvtx_counts(unsigned long *pushes, unsigned long *pops, unsigned long
 /* A buffer as MPI sees it: the caller's, or its host copy when staged. */
 typedef struct ptsc__mbuf {
     char *user;         /* the caller's buffer */
-    char *host;         /* the host copy of bytes [lo, lo + span), NULL: not staged */
-    MPI_Count lo, span; /* the elements' true extent relative to user */
+    char *host;         /* the host copy, NULL: not staged */
+    MPI_Count lo, span; /* it holds bytes [lo, lo + span) of user; packed: lo 0, span the data's bytes */
     int back;           /* copy host -> user when the operation completes */
-    char *mask;         /* receive with holes: nonzero where the type map has data */
+    int packed;         /* the host copy is the type map's bytes in order: MPI gets span MPI_PACKED */
+    int unfilled;       /* a receive's host copy not filled first (MPI writes all of it) */
+    int gap;            /* packed with a gap after the first byte: MPI gets 1 of wtype (interpose.c) */
+    MPI_Datatype wtype; /* gap: that type, freed with the host copy */
+    size_t cap;         /* the host copy's allocation (the interposer's pool) */
+    ptsc__flat_t runs;  /* the bytes copied in and back; none: all of the span */
 } ptsc__mbuf_t;
 struct ptsc__pending; /* a request with work left at its completion */
 
