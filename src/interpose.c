@@ -184,13 +184,12 @@ typedef ptsc__mbuf_t mbuf_t;
  * cudaHostAlloc costs about a millisecond per 100 MB) per call. One list
  * for the process, under a lock: a non-blocking call's copy is released
  * by whichever thread completes it. Sizes are rounded up to one of eight
- * classes per power of two (pool_round; at least POOL_MIN); a call takes the smallest idle buffer that fits and
- * is at most POOL_SPARE times its size (a small packed copy must not take
- * the one large span-shaped buffer a program reuses). At most POOL_SLOTS
- * buffers stay idle, and POOL_IDLE_MAX bytes besides the largest, so that
- * a program whose one large copy exceeds the cap keeps it beside its small
- * ones; the largest of the others go first. Pinned with a device (the GPU
- * layer's host allocation), malloc without. Freed at MPI_Finalize. */
+ * classes per power of two (pool_round; at least POOL_MIN); a call takes the smallest idle buffer that fits
+ * and is at most POOL_SPARE times its size (a small packed copy must not take the one large span-shaped
+ * buffer a program reuses). At most POOL_SLOTS buffers stay idle, and POOL_IDLE_MAX bytes besides the
+ * largest, so that a program whose one large copy exceeds the cap keeps it beside its small ones; the largest
+ * of the others go first. Pinned with a device (the GPU layer's host allocation), malloc without. Freed at
+ * MPI_Finalize. */
 #define POOL_MIN ((size_t)64 << 10)
 #define POOL_IDLE_MAX ((size_t)256 << 20)
 #define POOL_SLOTS 16
