@@ -184,12 +184,14 @@ typedef ptsc__mbuf_t mbuf_t;
  * cudaHostAlloc costs about a millisecond per 100 MB) per call. One list
  * for the process, under a lock: a non-blocking call's copy is released
  * by whichever thread completes it. Sizes are rounded up to one of eight
- * classes per power of two (pool_round; at least POOL_MIN); a call takes the smallest idle buffer that fits
- * and is at most POOL_SPARE times its size (a small packed copy must not take the one large span-shaped
- * buffer a program reuses). At most POOL_SLOTS buffers stay idle, and POOL_IDLE_MAX bytes besides the
- * largest, so that a program whose one large copy exceeds the cap keeps it beside its small ones; the largest
- * of the others go first. Pinned with a device (the GPU layer's host allocation), malloc without. Freed at
- * MPI_Finalize. */
+ * classes per power of two (pool_round; at least POOL_MIN); a call takes
+ * the smallest idle buffer that fits and is at most POOL_SPARE times its
+ * size (a small packed copy must not take the one large span-shaped
+ * buffer a program reuses). At most POOL_SLOTS buffers stay idle, and
+ * POOL_IDLE_MAX bytes besides the largest, so that a program whose one
+ * large copy exceeds the cap keeps it beside its small ones; the largest
+ * of the others go first. Pinned with a device (the GPU layer's host
+ * allocation), malloc without. Freed at MPI_Finalize. */
 #define POOL_MIN ((size_t)64 << 10)
 #define POOL_IDLE_MAX ((size_t)256 << 20)
 #define POOL_SLOTS 16
@@ -450,15 +452,17 @@ static int sync_for(ptsc_memclass_t cls, const char *call)
 /* The received bytes back into the caller's buffer. */
 static int copy_back(const mbuf_t *b) { return copy_runs(b, 1); }
 
+/* The host copy, its runs and its wire type freed: the buffer is the
+ * caller's again (also for a plan that failed half-way). */
 static void release(mbuf_t *b)
 {
     if (b->gap)
         PMPI_Type_free(&b->wtype);
-    b->gap = 0;
     pool_put(b->host, b->cap);
     ptsc__flat_free(&b->runs);
     b->host = NULL;
     b->cap = 0;
+    b->packed = b->gap = 0;
 }
 
 static int is_device(ptsc_memclass_t cls) { return cls == PTSC_MEM_DEVICE || cls == PTSC_MEM_MANAGED; }
@@ -536,7 +540,7 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
         int rc = L.dense ? ptsc__flat_add(&b->runs, (MPI_Aint)L.lo, (MPI_Aint)L.span)
                          : ptsc__flatten(type, count, 0, &b->runs);
         if (rc != PTSC_OK) {
-            ptsc__flat_free(&b->runs);
+            release(b);
             return fail(call, plan_error(rc));
         }
         b->packed = can == MAY_PACK && b->runs.bytes <= INT_MAX;
@@ -546,16 +550,13 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
     b->span = b->packed ? b->runs.bytes : L.span;
     b->back = dir != SEND;
     if (b->gap && gap_type((int)b->span, &b->wtype) != MPI_SUCCESS) {
-        ptsc__flat_free(&b->runs);
-        b->packed = b->gap = 0;
+        b->gap = 0; /* no type to free */
+        release(b);
         ptsc__err(PTSC_ERR_NO_MEMORY, "the datatype of a staged message could not be made");
         return fail(call, MPI_ERR_INTERN);
     }
     if (!(b->host = pool_get((size_t)b->span + (size_t)b->gap, &b->cap))) {
-        if (b->gap)
-            PMPI_Type_free(&b->wtype);
-        ptsc__flat_free(&b->runs);
-        b->packed = b->gap = 0;
+        release(b);
         return fail(call, MPI_ERR_NO_MEM);
     }
     bump(C_STAGED);
@@ -628,7 +629,7 @@ static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, 
         if (v->counts[i] <= 0 || block_type(v, i) == MPI_DATATYPE_NULL)
             continue; /* MPI judges negative counts */
         if (block_at(v, i, &at, &l, &n, &dense, call) != MPI_SUCCESS) {
-            ptsc__flat_free(&b->runs);
+            release(b);
             return fail(call, MPI_ERR_TYPE);
         }
         if (n <= 0)
@@ -640,7 +641,7 @@ static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, 
                    : ptsc__flatten(block_type(v, i), v->counts[i], (MPI_Aint)at, &b->runs);
     }
     if (rc != PTSC_OK) {
-        ptsc__flat_free(&b->runs);
+        release(b);
         return fail(call, plan_error(rc));
     }
     if (!any)
@@ -649,7 +650,7 @@ static int stage_plan_blocks(mbuf_t *b, ptsc_memclass_t cls, const blocks_t *v, 
     b->span = hi - lo;
     b->back = dir != SEND;
     if (!(b->host = pool_get((size_t)b->span, &b->cap))) {
-        ptsc__flat_free(&b->runs);
+        release(b);
         return fail(call, MPI_ERR_NO_MEM);
     }
     bump(C_STAGED);
