@@ -27,7 +27,12 @@
  * sync at all: the table then shows the cost of the scope machinery alone
  * (every column should be equal).
  *
- *   mpiexec -n 2 bench_scope [--reps R] [--bytes B] [--work W] [--quick]
+ * Each variant's R rounds run in K blocks (--blocks, default 5); block b
+ * runs the variants in an order rotated by b, so the comparison does not
+ * favour whichever variant runs first or last, after one untimed pass over
+ * all of them; a rate is the median over the blocks.
+ *
+ *   mpiexec -n 2 bench_scope [--reps R] [--blocks K] [--bytes B] [--work W] [--quick]
  * T = 1, 2, 4, 8, 16; thread counts above PTSC_MAX_THREADS are skipped
  * (set it to 16).
  */
@@ -39,6 +44,7 @@
 #include <string.h>
 
 #define MAXT 16
+#define MAXB 32 /* blocks */
 
 /* The variants of a phase: ptsc's four scopes, the hand-written habit and
  * the ceiling. */
@@ -47,10 +53,10 @@ static const ptsc_scope_t scopes[NVAR] = {PTSC_SCOPE_THREAD, PTSC_SCOPE_GLOBAL, 
                                           PTSC_SCOPE_NONE,   PTSC_SCOPE_NONE,   PTSC_SCOPE_NONE};
 
 typedef struct {
-    int reps, work, gpu, rank;
+    int reps, blocks, work, gpu, rank;
     int imbalance; /* thread 0's work is multiplied by this (1: balanced) */
     size_t bytes;
-    double sec[NVAR][MAXT];
+    double sec[NVAR][MAXT][MAXB]; /* per variant, thread and block */
     uint64_t syncs[NVAR][MAXT], sync_ns[NVAR][MAXT];
 } run_t;
 
@@ -88,6 +94,36 @@ static void one_round(ptsc_ctx_t *ctx, run_t *run, int v, float *buf, void *stre
     }
 }
 
+static int block_reps(const run_t *run, int b)
+{
+    return run->reps / run->blocks + (b < run->reps % run->blocks);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Variant s's message rate with T threads, the median over the blocks: all
+ * T threads' messages over the slowest thread's time (balanced), or the
+ * sum of threads 1..T-1's own rates (imbalanced: thread 0 is the slow one). */
+static double rate_of(const run_t *run, int s, int T, int others)
+{
+    double r[MAXB];
+    for (int b = 0; b < run->blocks; b++) {
+        double slowest = 0, sum = 0;
+        for (int t = others ? 1 : 0; t < T; t++) {
+            double sec = run->sec[s][t][b];
+            slowest = sec > slowest ? sec : slowest;
+            sum += sec > 0 ? block_reps(run, b) / sec : 0;
+        }
+        r[b] = others ? sum : slowest > 0 ? (double)T * block_reps(run, b) / slowest : 0;
+    }
+    qsort(r, (size_t)run->blocks, sizeof r[0], cmp_double);
+    return run->blocks % 2 ? r[run->blocks / 2] : 0.5 * (r[run->blocks / 2 - 1] + r[run->blocks / 2]);
+}
+
 static int run_threads(ptsc_ctx_t *ctx, void *arg)
 {
     run_t *run = arg;
@@ -104,24 +140,42 @@ static int run_threads(ptsc_ctx_t *ctx, void *arg)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 
+    for (int s = 0; s < NVAR; s++)
+        run->syncs[s][t] = run->sync_ns[s][t] = 0;
+    /* One untimed pass over every variant first: a thread's first messages
+     * pay one-time costs (its staging slots' pinned memory, events, lane
+     * connections) that would otherwise all fall on whichever variant runs
+     * first. */
     for (int s = 0; s < NVAR; s++) {
-        ptsc_stats_t before, after;
         BENCH_CHECK(ptsc_ctx_set_scope(ctx, scopes[s], NULL));
-        for (int r = 0; r < 3; r++) /* warm-up: staging buffers, lane connections */
+        for (int r = 0; r < 3; r++)
             one_round(ctx, run, s, buf, stream, t, n);
         BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
-        align(ctx);
-        BENCH_CHECK(ptsc_ctx_stats(ctx, &before));
-        double t0 = bench_now();
-        for (int r = 0; r < run->reps; r++)
-            one_round(ctx, run, s, buf, stream, t, n);
-        /* The last round's work counts too. */
-        BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
-        run->sec[s][t] = bench_now() - t0;
-        BENCH_CHECK(ptsc_ctx_stats(ctx, &after));
-        run->syncs[s][t] = after.syncs - before.syncs;
-        run->sync_ns[s][t] = after.sync_ns - before.sync_ns;
-        align(ctx);
+    }
+    /* The rounds of each variant are split into blocks, and block b runs the
+     * variants in an order rotated by b, so that no variant always runs
+     * first (a cold GPU, pool growth) or right after the same neighbour. */
+    for (int b = 0; b < run->blocks; b++) {
+        const int reps = block_reps(run, b);
+        for (int i = 0; i < NVAR; i++) {
+            const int s = (b + i) % NVAR;
+            ptsc_stats_t before, after;
+            BENCH_CHECK(ptsc_ctx_set_scope(ctx, scopes[s], NULL));
+            one_round(ctx, run, s, buf, stream, t, n); /* untimed: the new scope */
+            BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
+            align(ctx);
+            BENCH_CHECK(ptsc_ctx_stats(ctx, &before));
+            double t0 = bench_now();
+            for (int r = 0; r < reps; r++)
+                one_round(ctx, run, s, buf, stream, t, n);
+            /* The last round's work counts too. */
+            BENCH_CHECK(ptsc_sync(ctx, PTSC_SCOPE_THREAD));
+            run->sec[s][t][b] = bench_now() - t0;
+            BENCH_CHECK(ptsc_ctx_stats(ctx, &after));
+            run->syncs[s][t] += after.syncs - before.syncs;
+            run->sync_ns[s][t] += after.sync_ns - before.sync_ns;
+            align(ctx);
+        }
     }
     BENCH_CHECK(ptsc_ctx_set_scope(ctx, PTSC_SCOPE_AUTO, NULL));
     if (run->gpu)
@@ -151,10 +205,11 @@ int main(int argc, char **argv)
     BENCH_CHECK(ptsc_rank(&run.rank));
     BENCH_CHECK(ptsc_size(&nranks, &slots));
     run.gpu = bench_gpu_available();
-    long reps = run.gpu ? 200 : 2000, bytes = 256 << 10, work = 200, imbalance = 50;
+    long reps = run.gpu ? 200 : 2000, blocks = 5, bytes = 256 << 10, work = 200, imbalance = 50;
     for (int i = 1; i < argc; i++) {
-        if (arg_int(argc, argv, &i, "--reps", &reps) || arg_int(argc, argv, &i, "--bytes", &bytes) ||
-            arg_int(argc, argv, &i, "--work", &work) || arg_int(argc, argv, &i, "--imbalance", &imbalance))
+        if (arg_int(argc, argv, &i, "--reps", &reps) || arg_int(argc, argv, &i, "--blocks", &blocks) ||
+            arg_int(argc, argv, &i, "--bytes", &bytes) || arg_int(argc, argv, &i, "--work", &work) ||
+            arg_int(argc, argv, &i, "--imbalance", &imbalance))
             continue;
         if (strcmp(argv[i], "--quick") == 0) {
             reps = 20;
@@ -162,7 +217,8 @@ int main(int argc, char **argv)
         }
         if (run.rank == 0)
             fprintf(stderr,
-                    "usage: bench_scope [--reps R] [--bytes B] [--work W] [--imbalance F] [--quick]\n");
+                    "usage: bench_scope [--reps R] [--blocks K] [--bytes B] [--work W] [--imbalance F] "
+                    "[--quick]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     if (nranks != 2) {
@@ -172,6 +228,8 @@ int main(int argc, char **argv)
         return 2;
     }
     run.reps = (int)reps;
+    run.blocks = (int)(blocks < reps ? blocks : reps);
+    run.blocks = run.blocks > MAXB ? MAXB : run.blocks;
     run.work = (int)work;
     run.imbalance = 1;
     run.bytes = (size_t)bytes / sizeof(float) * sizeof(float);
@@ -182,9 +240,10 @@ int main(int argc, char **argv)
     if (run.rank == 0) {
         printf("## bench_scope: sync scope before ptsc_send of a device buffer\n\n");
         if (run.gpu)
-            printf("2 ranks, %d messages of %s per thread per scope, GPU work per message: %s x %d; "
-                   "transfer path: %s.\n\n",
-                   run.reps, bench_size_text(run.bytes, sz, sizeof sz), bench_gpu_work_kind(), run.work,
+            printf("2 ranks, %d messages of %s per thread per scope in %d blocks of rotated order, GPU "
+                   "work per message: %s x %d; transfer path: %s.\n\n",
+                   run.reps, bench_size_text(run.bytes, sz, sizeof sz), run.blocks, bench_gpu_work_kind(),
+                   run.work,
                    cuda_aware ? "direct (CUDA-aware MPI)"
                    : staging  ? "staged"
                               : "direct");
@@ -193,7 +252,8 @@ int main(int argc, char **argv)
                    "measures the overhead of the scope logic alone. 2 ranks, %d messages of %s per "
                    "thread.\n\n",
                    run.reps, bench_size_text(run.bytes, sz, sizeof sz));
-        printf("Columns: messages/s over all threads under each scope; `by hand`: cudaDeviceSynchronize() "
+        printf("Columns: messages/s over all threads under each scope (the median over the blocks); `by "
+               "hand`: cudaDeviceSynchronize() "
                "before every send and receive and ptsc's scope none (the habit of code written without "
                "ptsc); `no communication`: the same GPU work without sending (the ceiling).\n\n");
         printf("| threads | thread msg/s | global msg/s | device msg/s | none (unsafe) msg/s | by hand "
@@ -216,14 +276,12 @@ int main(int argc, char **argv)
             continue;
         double rate[NVAR], sync_us[NVAR];
         for (int s = 0; s < NVAR; s++) {
-            double slowest = 0;
             uint64_t syncs = 0, ns = 0;
             for (int t = 0; t < T; t++) {
-                slowest = run.sec[s][t] > slowest ? run.sec[s][t] : slowest;
                 syncs += run.syncs[s][t];
                 ns += run.sync_ns[s][t];
             }
-            rate[s] = slowest > 0 ? (double)T * run.reps / slowest : 0;
+            rate[s] = rate_of(&run, s, T, 0);
             sync_us[s] = syncs ? 1e-3 * (double)ns / (double)syncs : 0;
         }
         printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f / "
@@ -253,11 +311,8 @@ int main(int argc, char **argv)
         if (run.rank != 0)
             continue;
         double rate[NVAR];
-        for (int s = 0; s < NVAR; s++) {
-            rate[s] = 0;
-            for (int t = 1; t < T; t++)
-                rate[s] += run.sec[s][t] > 0 ? run.reps / run.sec[s][t] : 0;
-        }
+        for (int s = 0; s < NVAR; s++)
+            rate[s] = rate_of(&run, s, T, 1);
         printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f |\n", T, rate[V_THREAD],
                rate[V_GLOBAL], rate[V_DEVICE], rate[V_NONE], rate[V_HABIT], rate[V_CEILING],
                rate[V_GLOBAL] / rate[V_THREAD], rate[V_DEVICE] / rate[V_THREAD],
