@@ -731,6 +731,7 @@ static void op_nonblocking(ptsc_ctx_t *ctx, const op_t *o, int g, int p, int pol
     } else {
         double t0 = now_s();
         int left = 2 * n;
+        unsigned polls = 0;
         while (left > 0) {
             for (int j = 0; j < 2 * n; j++) {
                 int k = o->perm[j];
@@ -755,6 +756,8 @@ static void op_nonblocking(ptsc_ctx_t *ctx, const op_t *o, int g, int p, int pol
                           k);
                 }
             }
+            if (left > 0)
+                test_pause(&polls);
             if (left > 0 && now_s() - t0 > 60) {
                 CHECK(0, "op %d: %d requests still incomplete after 60 s of ptsc_test polling", o->index,
                       left);
@@ -807,6 +810,7 @@ static void op_probe(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
         int rc;
         if (use_iprobe) {
             int flag = 0;
+            unsigned polls = 0;
             double t0 = now_s();
             do {
                 rc = ptsc_iprobe(ctx, src_rank, THREAD_OF(p), tag, &flag, &pi);
@@ -814,6 +818,8 @@ static void op_probe(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
                     CHECK(0, "op %d: no message found by ptsc_iprobe in 60 s", o->index);
                     break;
                 }
+                if (rc == PTSC_OK && !flag)
+                    test_pause(&polls);
             } while (rc == PTSC_OK && !flag);
         } else {
             rc = ptsc_probe(ctx, src_rank, THREAD_OF(p), tag, &pi);

@@ -188,6 +188,7 @@ static int finish_send(ptsc_request_t *req, const char *what)
 {
     double t0 = now_s();
     int done = 0, rc = PTSC_OK;
+    unsigned polls = 0;
     while (!done) {
         rc = ptsc_test(req, &done);
         if (rc != PTSC_OK)
@@ -196,6 +197,8 @@ static int finish_send(ptsc_request_t *req, const char *what)
             CHECK(0, "%s: the send is still incomplete after 30 s", what);
             return PTSC_ERR_INTERNAL;
         }
+        if (!done)
+            test_pause(&polls);
     }
     CHECK_RC(what, rc, PTSC_OK);
     return rc;
@@ -855,10 +858,11 @@ static int case_probe(ptsc_ctx_t *ctx)
                 src = PTSC_ANY_RANK;
             if (how == 1 || how == 3) {
                 int flag = 0;
+                unsigned polls = 0;
                 double t0 = now_s();
-                do {
-                    rc = ptsc_iprobe(ctx, src, 0, tag, &flag, &pi);
-                } while (rc == PTSC_OK && !flag && now_s() - t0 < 30);
+                while ((rc = ptsc_iprobe(ctx, src, 0, tag, &flag, &pi)) == PTSC_OK && !flag &&
+                       now_s() - t0 < 30)
+                    test_pause(&polls);
                 CHECK(flag == 1, "%s: ptsc_iprobe found nothing in 30 s (%s)", what, ptsc_status_name(rc));
             } else {
                 rc = ptsc_probe(ctx, src, 0, tag, &pi);
