@@ -55,6 +55,7 @@
 #include "mpi_common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #ifdef MPI_DIFF_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -659,6 +660,16 @@ static void op_sendrecv(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
     }
 }
 
+/* A thread dump for the first operation of this process that polled in
+ * vain for 60 s: where every thread is tells a stall of the machine's
+ * scheduler from a message ptsc lost. Once: the dump signals every thread. */
+static void dump_once(const char *why)
+{
+    static atomic_int dumped;
+    if (!atomic_exchange(&dumped, 1))
+        thread_dump(why);
+}
+
 /* Non-blocking: n messages each way; receives posted in order (or, with a
  * tag per message, in reverse), sends before or after them; completed by
  * wait_info / wait in a random order, by waitall, or by test polling. */
@@ -761,6 +772,7 @@ static void op_nonblocking(ptsc_ctx_t *ctx, const op_t *o, int g, int p, int pol
             if (left > 0 && now_s() - t0 > 60) {
                 CHECK(0, "op %d: %d requests still incomplete after 60 s of ptsc_test polling", o->index,
                       left);
+                dump_once("ptsc_test polling incomplete after 60 s");
                 for (int k = 0; k < 2 * n; k++)
                     if (!done_flag[k])
                         rcs[k] = PTSC_ERR_PENDING; /* reported below as the status of an incomplete request */
@@ -816,6 +828,7 @@ static void op_probe(ptsc_ctx_t *ctx, const op_t *o, int g, int p)
                 rc = ptsc_iprobe(ctx, src_rank, THREAD_OF(p), tag, &flag, &pi);
                 if (rc == PTSC_OK && !flag && now_s() - t0 > 60) {
                     CHECK(0, "op %d: no message found by ptsc_iprobe in 60 s", o->index);
+                    dump_once("ptsc_iprobe found nothing in 60 s");
                     break;
                 }
                 if (rc == PTSC_OK && !flag)
