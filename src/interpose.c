@@ -2058,10 +2058,20 @@ void ptsc__ipose_start(void)
         setup();
 }
 
-int ptsc__ipose_prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
-                     const char *call)
+/* Point-to-point from Fortran is packed as from C (a receive's copy with
+ * the gap under Open MPI, where a longer message would otherwise be
+ * written past it): MPI gets ptsc__ipose_fcount and ptsc__ipose_ftype. */
+int ptsc__ipose_prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv, MPI_Comm comm,
+                     int dest, const char *call)
 {
-    return prep(b, buf, count, type, recv ? RECV : SEND, MAY_STAGE, call);
+    return prep(b, buf, count, type, recv ? RECV : SEND, send_can(comm, dest), call);
+}
+
+MPI_Fint ptsc__ipose_fcount(const mbuf_t *b, MPI_Fint count) { return (MPI_Fint)wcount(b, (int)count); }
+
+MPI_Fint ptsc__ipose_ftype(const mbuf_t *b, MPI_Fint type)
+{
+    return b->gap || b->packed ? PMPI_Type_c2f(wtype(b, MPI_DATATYPE_NULL)) : type;
 }
 
 int ptsc__ipose_prep_coll(mbuf_t *s, mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
@@ -2097,11 +2107,11 @@ int ptsc__ipose_track(int mrc, MPI_Request *req, mbuf_t *b, mbuf_t *b2, int p2p,
     return track_any(mrc, req, b, b2, p2p, call);
 }
 
-int ptsc__ipose_pinit_prep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv, int *cls,
-                           const char *call)
+int ptsc__ipose_pinit_prep(mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv, MPI_Comm comm,
+                           int dest, int *cls, const char *call)
 {
     ptsc_memclass_t c = PTSC_MEM_HOST;
-    int rc = pprep(b, buf, count, type, recv ? RECV : SEND, MAY_STAGE, &c, call);
+    int rc = pprep(b, buf, count, type, recv ? RECV : SEND, send_can(comm, dest), &c, call);
     *cls = (int)c;
     return rc;
 }

@@ -257,10 +257,11 @@ static void f_send(void *real, const char *call, void *buf, MPI_Fint *count, MPI
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 0, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 0, c, *peer, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, NULL);
-    ((void(*) P_send)real)(fwire(&b, buf), count, type, peer, tag, comm, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_send)real)(fwire(&b, buf), &wc, &wt, peer, tag, comm, e);
     *e = (MPI_Fint)ptsc__ipose_done(*e, &b, NULL, c, call);
 }
 
@@ -270,10 +271,11 @@ static void f_recv(void *real, const char *call, void *buf, MPI_Fint *count, MPI
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, c, -1, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, NULL);
-    ((void(*) P_recv)real)(fwire(&b, buf), count, type, peer, tag, comm, st, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_recv)real)(fwire(&b, buf), &wc, &wt, peer, tag, comm, st, e);
     *e = (MPI_Fint)ptsc__ipose_done(*e, &b, NULL, c, call);
 }
 
@@ -284,10 +286,11 @@ static void isend_or_irecv(int recv, void *real, const char *call, void *buf, MP
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), recv, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), recv, c, recv ? -1 : *peer, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, req);
-    ((void(*) P_isend)real)(fwire(&b, buf), count, type, peer, tag, comm, req, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_isend)real)(fwire(&b, buf), &wc, &wt, peer, tag, comm, req, e);
     ftrack(e, req, &b, NULL, 1, call);
 }
 
@@ -312,10 +315,12 @@ static void pinit(int recv, void *real, const char *call, void *buf, MPI_Fint *c
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
     int cls = 0;
-    int rc = ptsc__ipose_pinit_prep(&b, fbuf(buf), *count, ftype(type), recv, &cls, call);
+    int rc =
+        ptsc__ipose_pinit_prep(&b, fbuf(buf), *count, ftype(type), recv, c, recv ? -1 : *peer, &cls, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, req);
-    ((void(*) P_isend)real)(fwire(&b, buf), count, type, peer, tag, comm, req, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_isend)real)(fwire(&b, buf), &wc, &wt, peer, tag, comm, req, e);
     MPI_Request r = *e == MPI_SUCCESS ? PMPI_Request_f2c(*req) : MPI_REQUEST_NULL;
     rc = ptsc__ipose_pinit_track(*e, &r, &b, cls, call);
     if (*e == MPI_SUCCESS && rc != MPI_SUCCESS) {
@@ -343,16 +348,18 @@ static void f_sendrecv(void *real, const char *call, void *sbuf, MPI_Fint *scoun
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t s, r;
-    int rc = ptsc__ipose_prep(&s, fbuf(sbuf), *scount, ftype(stype), 0, call);
+    int rc = ptsc__ipose_prep(&s, fbuf(sbuf), *scount, ftype(stype), 0, c, *dest, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, NULL);
-    if ((rc = ptsc__ipose_prep(&r, fbuf(rbuf), *rcount, ftype(rtype), 1, call)) != MPI_SUCCESS) {
+    if ((rc = ptsc__ipose_prep(&r, fbuf(rbuf), *rcount, ftype(rtype), 1, c, -1, call)) != MPI_SUCCESS) {
         s.back = 0; /* nothing was sent: the send's copy goes */
         (void)ptsc__ipose_done(MPI_SUCCESS, &s, NULL, MPI_COMM_NULL, call);
         return fail_before(c, rc, e, NULL);
     }
-    ((void(*) P_sendrecv)real)(fwire(&s, sbuf), scount, stype, dest, stag, fwire(&r, rbuf), rcount, rtype,
-                               source, rtag, comm, st, e);
+    MPI_Fint swc = ptsc__ipose_fcount(&s, *scount), swt = ptsc__ipose_ftype(&s, *stype);
+    MPI_Fint rwc = ptsc__ipose_fcount(&r, *rcount), rwt = ptsc__ipose_ftype(&r, *rtype);
+    ((void(*) P_sendrecv)real)(fwire(&s, sbuf), &swc, &swt, dest, stag, fwire(&r, rbuf), &rwc, &rwt, source,
+                               rtag, comm, st, e);
     *e = (MPI_Fint)ptsc__ipose_done(*e, &s, &r, c, call);
 }
 
@@ -363,10 +370,11 @@ static void f_sendrecv_replace(void *real, const char *call, void *buf, MPI_Fint
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, c, *dest, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, NULL);
-    ((void(*) P_sendrecv_replace)real)(fwire(&b, buf), count, type, dest, stag, source, rtag, comm, st, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_sendrecv_replace)real)(fwire(&b, buf), &wc, &wt, dest, stag, source, rtag, comm, st, e);
     *e = (MPI_Fint)ptsc__ipose_done(*e, &b, NULL, c, call);
 }
 
@@ -376,10 +384,11 @@ static void f_mrecv(void *real, const char *call, void *buf, MPI_Fint *count, MP
 {
     MPI_Fint own, *e = IERR(ierr, own);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, MPI_COMM_NULL, -1, call);
     if (rc != MPI_SUCCESS)
         return fail_before(MPI_COMM_NULL, rc, e, NULL);
-    ((void(*) P_mrecv)real)(fwire(&b, buf), count, type, msg, st, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_mrecv)real)(fwire(&b, buf), &wc, &wt, msg, st, e);
     *e = (MPI_Fint)ptsc__ipose_done(*e, &b, NULL, MPI_COMM_NULL, call);
 }
 
@@ -388,10 +397,11 @@ static void f_imrecv(void *real, const char *call, void *buf, MPI_Fint *count, M
 {
     MPI_Fint own, *e = IERR(ierr, own);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, MPI_COMM_NULL, -1, call);
     if (rc != MPI_SUCCESS)
         return fail_before(MPI_COMM_NULL, rc, e, req);
-    ((void(*) P_mrecv)real)(fwire(&b, buf), count, type, msg, req, e);
+    MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);
+    ((void(*) P_mrecv)real)(fwire(&b, buf), &wc, &wt, msg, req, e);
     ftrack(e, req, &b, NULL, 1, call);
 }
 

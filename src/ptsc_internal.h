@@ -900,10 +900,11 @@ struct ptsc__pending; /* a request with work left at its completion */
  * MPI_Finalize: the statistics line and the release of everything. */
 void ptsc__ipose_start(void);
 void ptsc__ipose_stop(void);
-/* Sync and stage one buffer (`recv`: MPI writes it); both sides of a
+/* Sync and stage one buffer of a point-to-point call (`recv`: MPI writes
+ * it; `dest`: the rank a send goes to in `comm`, or -1); both sides of a
  * collective (`suse`, `ruse`: whether each side is a buffer here). */
 int ptsc__ipose_prep(ptsc__mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
-                     const char *call);
+                     MPI_Comm comm, int dest, const char *call);
 int ptsc__ipose_prep_coll(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,
                           MPI_Datatype stype, int suse, void *rbuf, MPI_Count rcount, MPI_Datatype rtype,
                           int ruse, const char *call);
@@ -913,16 +914,20 @@ int ptsc__ipose_prep_coll_v(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, con
                             MPI_Count scount, const int *scounts, const int *sdispls, MPI_Datatype stype,
                             int suse, void *rbuf, MPI_Count rcount, const int *rcounts, const int *rdispls,
                             MPI_Datatype rtype, int ruse, const char *call);
-/* What MPI gets: the host copy (shifted by its lower bound) or the buffer. */
+/* What MPI gets: the host copy (shifted by its lower bound) or the buffer;
+ * a point-to-point call's count and Fortran datatype handle (the packed
+ * copy's, or the caller's). */
 void *ptsc__ipose_wire(const ptsc__mbuf_t *b);
+MPI_Fint ptsc__ipose_fcount(const ptsc__mbuf_t *b, MPI_Fint count);
+MPI_Fint ptsc__ipose_ftype(const ptsc__mbuf_t *b, MPI_Fint type);
 /* A blocking call's end (`b` may be NULL); a non-blocking call's start
  * (`b2`: a collective's receive side, or NULL; p2p: may be cancelled);
  * a persistent init's (`recv`, class found by the prep). */
 int ptsc__ipose_done(int mrc, ptsc__mbuf_t *a, ptsc__mbuf_t *b, MPI_Comm comm, const char *call);
 int ptsc__ipose_track(int mrc, MPI_Request *req, ptsc__mbuf_t *b, ptsc__mbuf_t *b2, int p2p,
                       const char *call);
-int ptsc__ipose_pinit_prep(ptsc__mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv, int *cls,
-                           const char *call);
+int ptsc__ipose_pinit_prep(ptsc__mbuf_t *b, const void *buf, int count, MPI_Datatype type, int recv,
+                           MPI_Comm comm, int dest, int *cls, const char *call);
 int ptsc__ipose_pinit_track(int mrc, MPI_Request *req, ptsc__mbuf_t *b, int cls, const char *call);
 /* An error of the interposer to the communicator's handler. */
 int ptsc__ipose_raise(MPI_Comm comm, int rc);

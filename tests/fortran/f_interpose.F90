@@ -7,7 +7,9 @@
 ! matched receive), persistent requests started twice, every completion
 ! call, blocking and non-blocking collectives (the v forms too),
 ! MPI_IN_PLACE; each result
-! checked against its closed form. MPI_INTERPOSE_EXPECT=yes requires the
+! checked against its closed form. With PTSC_STAGING=always also a 1 MiB
+! message into a receive of 4 integers (MPI_ERR_TRUNCATE, nothing written
+! past them: staged runs only, since Open MPI itself overflows there). MPI_INTERPOSE_EXPECT=yes requires the
 ! interposer to be active and to have seen exactly the buffer arguments the
 ! program passed (counted as it calls; MPI_IN_PLACE and a root-only buffer
 ! elsewhere are no buffers), and with PTSC_STAGING=always to have staged
@@ -56,6 +58,16 @@ program f_interpose
   integer :: msg
 #endif
   integer, allocatable :: gat(:), a2a_s(:), cnts(:), dsps(:)
+  ! The truncation case: a message far longer than its receive.
+  integer, parameter :: nlong = 262144
+  integer, allocatable :: tlong(:)
+  integer :: tshort(8), tcls, terr
+  character(16) :: tstaging
+#if defined(F_F08)
+  type(MPI_Comm) :: tcomm
+#else
+  integer :: tcomm
+#endif
   ! MPICH 4.0's mpi_f08 returns the indices of Waitany, Testany, Waitsome
   ! and Testsome from 0 (pmodels/mpich#6270, fixed in 4.1): CMake sets
   ! F_INDEX_FIX=1 there, and the indices are checked shifted.
@@ -352,6 +364,40 @@ program f_interpose
   expect_bufs = expect_bufs + 2
   call MPI_Reduce_scatter(a2a_s, rb, cnts, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   call check(all(rb == [(sum([(val(i, rank, k), i = 0, size - 1)]), k = 1, n)]), 'Reduce_scatter')
+
+  ! A message far longer than its receive (1 MiB into 4 integers) on a
+  ! communicator whose errors return: MPI_ERR_TRUNCATE, nothing written
+  ! past the 4 elements, and the next message arrives intact. Staged only:
+  ! Open MPI 4.1 itself writes a longer contiguous message past a
+  ! contiguous receive buffer (in plain MPI this corrupts the program), and
+  ! a staged receive's host copy must not take that overflow.
+  tstaging = ''
+  call get_environment_variable('PTSC_STAGING', tstaging)
+  if (tstaging == 'always') then
+    call MPI_Comm_dup(MPI_COMM_WORLD, tcomm, ierr)
+    call MPI_Comm_set_errhandler(tcomm, MPI_ERRORS_RETURN, ierr)
+    allocate (tlong(nlong))
+    tlong = 7
+    tshort = -1
+    expect_bufs = expect_bufs + 2
+    call MPI_Isend(tlong, nlong, MPI_INTEGER, next, 20, tcomm, rq(1), ierr)
+    call MPI_Recv(tshort, 4, MPI_INTEGER, prev, 20, tcomm, MPI_STATUS_IGNORE, terr)
+    tcls = MPI_SUCCESS
+    if (terr /= MPI_SUCCESS) call MPI_Error_class(terr, tcls, ierr)
+    call check(tcls == MPI_ERR_TRUNCATE, 'truncated Recv: MPI_ERR_TRUNCATE')
+    call check(all(tshort(5:8) == -1), 'truncated Recv: nothing past its 4 elements')
+    call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+    call ok(ierr, 'Isend of the long message')
+    tshort = -1
+    expect_bufs = expect_bufs + 2
+    call MPI_Sendrecv(sb, 4, MPI_INTEGER, next, 21, tshort, 4, MPI_INTEGER, prev, 21, tcomm, &
+                      MPI_STATUS_IGNORE, ierr)
+    call ok(ierr, 'Sendrecv after the truncation')
+    call check(all(tshort(1:4) == [(val(prev, rank, k), k = 1, 4)]) .and. all(tshort(5:8) == -1), &
+               'Sendrecv after the truncation')
+    deallocate (tlong)
+    call MPI_Comm_free(tcomm, ierr)
+  end if
 
   call verdict()
 
