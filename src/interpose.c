@@ -456,7 +456,7 @@ static int copy_back(const mbuf_t *b) { return copy_runs(b, 1); }
  * caller's again (also for a plan that failed half-way). */
 static void release(mbuf_t *b)
 {
-    if (b->gap)
+    if (b->gap && b->wtype_own)
         PMPI_Type_free(&b->wtype);
     pool_put(b->host, b->cap);
     ptsc__flat_free(&b->runs);
@@ -501,6 +501,63 @@ static int gap_type(int n, MPI_Datatype *t)
     if (PMPI_Type_commit(t) != MPI_SUCCESS)
         return PMPI_Type_free(t), MPI_ERR_INTERN;
     return MPI_SUCCESS;
+}
+
+/* The gap types of the first GAP_CACHE sizes, kept until MPI_Finalize:
+ * making, committing and freeing one per call cost a small staged message
+ * about a tenth of a microsecond (docs/perf). Entries are only appended,
+ * under the lock, and published by the count (release), so a lookup reads
+ * without the lock; past GAP_CACHE sizes each call makes its own. */
+#define GAP_CACHE 64
+static struct {
+    pthread_mutex_t lock;
+    atomic_int n;
+    struct {
+        int size;
+        MPI_Datatype type;
+    } e[GAP_CACHE];
+} gaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static MPI_Datatype gap_cached(int n, int upto)
+{
+    for (int i = 0; i < upto; i++)
+        if (gaps.e[i].size == n)
+            return gaps.e[i].type;
+    return MPI_DATATYPE_NULL;
+}
+
+/* b->wtype for a gap of `n` bytes; b->wtype_own when the buffer frees it. */
+static int gap_type_for(mbuf_t *b, int n)
+{
+    MPI_Datatype t = gap_cached(n, atomic_load_explicit(&gaps.n, memory_order_acquire));
+    if (t != MPI_DATATYPE_NULL) {
+        b->wtype = t;
+        return MPI_SUCCESS;
+    }
+    pthread_mutex_lock(&gaps.lock);
+    int k = atomic_load_explicit(&gaps.n, memory_order_relaxed), rc = MPI_SUCCESS;
+    if ((t = gap_cached(n, k)) == MPI_DATATYPE_NULL && (rc = gap_type(n, &t)) == MPI_SUCCESS) {
+        if (k < GAP_CACHE) {
+            gaps.e[k].size = n;
+            gaps.e[k].type = t;
+            atomic_store_explicit(&gaps.n, k + 1, memory_order_release);
+        } else {
+            b->wtype_own = 1; /* the cache is full */
+        }
+    }
+    pthread_mutex_unlock(&gaps.lock);
+    b->wtype = t;
+    return rc;
+}
+
+/* MPI_Finalize: the cached types freed. */
+static void gap_drain(void)
+{
+    pthread_mutex_lock(&gaps.lock);
+    for (int i = atomic_load_explicit(&gaps.n, memory_order_relaxed); i-- > 0;)
+        PMPI_Type_free(&gaps.e[i].type);
+    atomic_store_explicit(&gaps.n, 0, memory_order_release);
+    pthread_mutex_unlock(&gaps.lock);
 }
 
 /* The host copy's memory where staging applies to `count` elements of
@@ -549,7 +606,7 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
     b->lo = b->packed ? 0 : L.lo;
     b->span = b->packed ? b->runs.bytes : L.span;
     b->back = dir != SEND;
-    if (b->gap && gap_type((int)b->span, &b->wtype) != MPI_SUCCESS) {
+    if (b->gap && gap_type_for(b, (int)b->span) != MPI_SUCCESS) {
         b->gap = 0; /* no type to free */
         release(b);
         ptsc__err(PTSC_ERR_NO_MEMORY, "the datatype of a staged message could not be made");
@@ -1077,6 +1134,7 @@ void ptsc__ipose_stop(void)
         }
         atomic_store(&n_pending, 0);
         pool_drain();
+        gap_drain();
         ptsc__gpu_finalize();
     }
 }

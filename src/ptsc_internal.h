@@ -890,7 +890,8 @@ typedef struct ptsc__mbuf {
     int packed;         /* the host copy is the type map's bytes in order: MPI gets span MPI_PACKED */
     int unfilled;       /* a receive's host copy not filled first (MPI writes all of it) */
     int gap;            /* packed with a gap after the first byte: MPI gets 1 of wtype (interpose.c) */
-    MPI_Datatype wtype; /* gap: that type, freed with the host copy */
+    MPI_Datatype wtype; /* gap: that type */
+    int wtype_own;      /* wtype is this buffer's, freed with the host copy (else the cache's) */
     size_t cap;         /* the host copy's allocation (the interposer's pool) */
     ptsc__flat_t runs;  /* the bytes copied in and back; none: all of the span */
 } ptsc__mbuf_t;
