@@ -607,8 +607,7 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
     b->span = b->packed ? b->runs.bytes : L.span;
     b->back = dir != SEND;
     if (b->gap && gap_type_for(b, (int)b->span) != MPI_SUCCESS) {
-        b->gap = 0; /* no type to free */
-        release(b);
+        release(b); /* a failed gap_type_for leaves no type of the buffer's own */
         ptsc__err(PTSC_ERR_NO_MEMORY, "the datatype of a staged message could not be made");
         return fail(call, MPI_ERR_INTERN);
     }
