@@ -419,6 +419,82 @@ PTSC_API int ptsc_wait_info(ptsc_request_t *req, ptsc_info_t *info);
 /** ptsc_test that also fills `info` (may be NULL) for a receive once it is done. */
 PTSC_API int ptsc_test_info(ptsc_request_t *req, int *done, ptsc_info_t *info);
 
+/* ------------------------------------------------------------------------ */
+/* Stream-ordered point-to-point: queued on a CUDA stream                   */
+/* ------------------------------------------------------------------------ */
+
+/** Handle of a stream-ordered non-blocking operation (ptsc_isend_enqueue, ptsc_irecv_enqueue). */
+typedef struct ptsc_stream_request *ptsc_stream_request_t;
+#define PTSC_STREAM_REQUEST_NULL ((ptsc_stream_request_t)0)
+
+/**
+ * Queue a send on `stream` (NULL: the thread's bound stream; a
+ * cudaStream_t otherwise, never the legacy default stream) and return at
+ * once. When the stream reaches it, the message (device, managed or pinned
+ * memory; a contiguous datatype) is copied into a pinned staging block on
+ * the stream and sent; work queued after it on the stream runs once the
+ * send completed (the buffer may be written again). Without a device the
+ * stream is the calling thread: the call returns when the send completed.
+ *
+ * Enqueued messages match enqueued receives only (their own communicator),
+ * in the order the streams reach them, per (peer thread, tag). The calls
+ * may be captured into a CUDA graph: each launch of the graph then sends
+ * again, with no allocation per launch; such an operation lives until
+ * ptsc_finalize. A failure found later (a truncated message, a failed MPI
+ * call) is returned by the thread's next ptsc_enqueue_sync or enqueue call;
+ * the stream goes on all the same, never waiting forever.
+ * @return PTSC_OK; PTSC_ERR_NULL_BUFFER; PTSC_ERR_COUNT; PTSC_ERR_ARG (bad
+ *         datatype, the legacy stream, a stream without a device);
+ *         PTSC_ERR_RANK (also PTSC_ANY_RANK); PTSC_ERR_THREAD; PTSC_ERR_TAG
+ *         (see ptsc_enqueue_tag_max); PTSC_ERR_UNSUPPORTED (a datatype with
+ *         holes, pageable host memory with a device, a driver without stream
+ *         memory operations); PTSC_ERR_CUDA; PTSC_ERR_CAPTURING; or an
+ *         earlier operation's failure.
+ */
+PTSC_API int ptsc_send_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
+                               int thread, int tag, void *stream);
+
+/**
+ * Queue a receive on `stream`: the stream waits until the message arrived,
+ * copies it into `buf`, and goes on; the next kernel on it sees the data.
+ * A longer message fills the buffer and is reported as PTSC_ERR_TRUNCATE
+ * (later, see ptsc_send_enqueue). Without a device: a blocking receive.
+ * @return as ptsc_send_enqueue.
+ */
+PTSC_API int ptsc_recv_enqueue(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                               int tag, void *stream);
+
+/**
+ * Queue the start of a send: the stream goes on once the message is
+ * posted to MPI. Complete it with ptsc_wait_enqueue (queued on a stream
+ * of the same thread, or in the same graph capture); until then the send
+ * buffer's staging copy is in use, `buf` itself is free once the stream is
+ * past this call.
+ */
+PTSC_API int ptsc_isend_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
+                                int thread, int tag, void *stream, ptsc_stream_request_t *req);
+
+/** Queue the start of a receive; ptsc_wait_enqueue copies the message into `buf` in stream order. */
+PTSC_API int ptsc_irecv_enqueue(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank,
+                                int thread, int tag, void *stream, ptsc_stream_request_t *req);
+
+/**
+ * Queue the completion of `*req` on `stream` (NULL: the bound stream) and
+ * set `*req` to PTSC_STREAM_REQUEST_NULL: work queued after it on the
+ * stream runs once the operation completed (a receive's data in its
+ * buffer). A null request is complete at once.
+ */
+PTSC_API int ptsc_wait_enqueue(ptsc_stream_request_t *req, void *stream);
+
+/**
+ * Synchronise `stream` (NULL: the bound stream) with the host and return
+ * the first failure of the thread's enqueued operations not yet reported.
+ */
+PTSC_API int ptsc_enqueue_sync(ptsc_ctx_t *ctx, void *stream);
+
+/** Largest tag of the enqueued calls (their tags share MPI's tag space with the thread indices). */
+PTSC_API int ptsc_enqueue_tag_max(int *tag_max);
+
 /*
  * Arrays of requests, as MPI's: NULL requests (PTSC_REQUEST_NULL) are
  * skipped, every request completed is set to NULL, and all must be the

@@ -15,7 +15,10 @@
  */
 #include "ptsc_internal.h"
 
+#include <cuda.h> /* the driver's types and flags of the stream memory operations only */
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Capture-related errors: the operation was refused because of a capture. */
@@ -370,5 +373,87 @@ int ptsc__gpu_stream_wait(void *stream, void *ev)
 int ptsc__gpu_event_sync(void *ev)
 {
     PTSC__CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize");
+    return PTSC_OK;
+}
+
+/* ---- Stream memory operations (enqueue.c) ---------------------------------
+ * cuStreamWriteValue32 / cuStreamWaitValue32 are driver calls; the runtime
+ * hands out their entry points (cudaGetDriverEntryPoint*), so libptsc still
+ * links cudart only. The types are the driver's own (cuda.h, types only). */
+typedef CUresult (*ptsc__memop_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static ptsc__memop_fn ptsc__write32_fn, ptsc__wait32_fn;
+static pthread_once_t ptsc__memop_once = PTHREAD_ONCE_INIT;
+
+static void ptsc__memop_load(void)
+{
+    enum cudaDriverEntryPointQueryResult q1 = cudaDriverEntryPointSymbolNotFound, q2 = q1;
+    void *w = NULL, *v = NULL;
+#if CUDART_VERSION >= 12050
+    cudaError_t e1 =
+        cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &w, 12000, cudaEnableDefault, &q1);
+    cudaError_t e2 =
+        cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &v, 12000, cudaEnableDefault, &q2);
+#else
+    cudaError_t e1 = cudaGetDriverEntryPoint("cuStreamWriteValue32", &w, cudaEnableDefault, &q1);
+    cudaError_t e2 = cudaGetDriverEntryPoint("cuStreamWaitValue32", &v, cudaEnableDefault, &q2);
+#endif
+    if (e1 != cudaSuccess || e2 != cudaSuccess || q1 != cudaDriverEntryPointSuccess ||
+        q2 != cudaDriverEntryPointSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    ptsc__write32_fn = (ptsc__memop_fn)w;
+    ptsc__wait32_fn = (ptsc__memop_fn)v;
+}
+
+static int ptsc__memop_ready(const char *what)
+{
+    pthread_once(&ptsc__memop_once, ptsc__memop_load);
+    if (!ptsc__write32_fn || !ptsc__wait32_fn)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED,
+                         "%s: the driver gives no cuStreamWriteValue32/cuStreamWaitValue32", what);
+    return PTSC_OK;
+}
+
+static int ptsc__memop_fail(CUresult r, const char *what)
+{
+    (void)cudaGetLastError();
+    if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        return ptsc__err(PTSC_ERR_CAPTURING, "%s: refused under graph capture (CUresult %d)", what, (int)r);
+    return ptsc__err(PTSC_ERR_CUDA, "%s failed (CUresult %d)", what, (int)r);
+}
+
+int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value)
+{
+    int rc = ptsc__memop_ready("cuStreamWriteValue32");
+    if (rc != PTSC_OK)
+        return rc;
+    /* Default flags: a memory fence before the write, so what the stream
+     * did before (a copy into a staging buffer) is visible with it. */
+    CUresult r = ptsc__write32_fn((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
+    return r == CUDA_SUCCESS ? PTSC_OK : ptsc__memop_fail(r, "cuStreamWriteValue32");
+}
+
+int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value)
+{
+    int rc = ptsc__memop_ready("cuStreamWaitValue32");
+    if (rc != PTSC_OK)
+        return rc;
+    CUresult r = ptsc__wait32_fn((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WAIT_VALUE_EQ);
+    return r == CUDA_SUCCESS ? PTSC_OK : ptsc__memop_fail(r, "cuStreamWaitValue32");
+}
+
+int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
+{
+    void *q = NULL, *d = NULL;
+    PTSC__CUDA_TRY(cudaHostAlloc(&q, n, cudaHostAllocPortable | cudaHostAllocMapped),
+                   "cudaHostAlloc(mapped)");
+    cudaError_t e = cudaHostGetDevicePointer(&d, q, 0);
+    if (e != cudaSuccess) {
+        (void)cudaFreeHost(q);
+        return ptsc__gpu_fail(e, "cudaHostGetDevicePointer");
+    }
+    *host = q;
+    *dev = (unsigned long long)(uintptr_t)d;
     return PTSC_OK;
 }

@@ -131,3 +131,29 @@ int ptsc__gpu_stream_wait(void *stream, void *ev)
     (void)ev;
     return PTSC_OK;
 }
+
+/* Stream memory operations need a device (enqueue.c runs the host's own
+ * form of them without one). */
+int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value)
+{
+    (void)stream;
+    (void)addr;
+    (void)value;
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "cuStreamWriteValue32: ptsc was built without CUDA");
+}
+
+int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value)
+{
+    (void)stream;
+    (void)addr;
+    (void)value;
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "cuStreamWaitValue32: ptsc was built without CUDA");
+}
+
+int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
+{
+    (void)n;
+    (void)host;
+    (void)dev;
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "mapped host memory: ptsc was built without CUDA");
+}

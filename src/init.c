@@ -163,17 +163,19 @@ static int init_collective(MPI_Comm world, int cfg_rc)
     if ((rc = lanes_failed(ptsc__lanes_create(world))) != PTSC_OK)
         goto undo_gpu;
     if ((rc = ptsc__world_setup(world)) != PTSC_OK)
-        goto undo_lanes;
+        goto undo_world;
+    if ((rc = ptsc__enqueue_setup(world)) != PTSC_OK)
+        goto undo_world;
     if ((rc = ptsc__watchdog_start(ptsc__g.nthreads)) != PTSC_OK)
-        goto undo_lanes;
+        goto undo_enqueue;
     if ((rc = ptsc__ctx_setup()) != PTSC_OK) {
         ptsc__watchdog_stop();
-        goto undo_lanes;
+        goto undo_enqueue;
     }
     if ((rc = ptsc__engine_setup()) != PTSC_OK) {
         ptsc__ctx_teardown();
         ptsc__watchdog_stop();
-        goto undo_lanes;
+        goto undo_enqueue;
     }
     /* A new epoch, never an old one (a store of 1 would revive entries of
      * an earlier init): every table is empty now, and with tracking on
@@ -182,7 +184,9 @@ static int init_collective(MPI_Comm world, int cfg_rc)
     atomic_store(&ptsc__g.devmask, 0ul);
     return PTSC_OK;
 
-undo_lanes:
+undo_enqueue:
+    ptsc__enqueue_teardown();
+undo_world:
     ptsc__world_teardown();
     ptsc__lanes_free();
 undo_gpu:
@@ -298,7 +302,9 @@ int ptsc_finalize(void)
     pthread_mutex_unlock(&ptsc__g.lock);
     if (ptsc__g.cfg.stats)
         ptsc__ctx_print_stats(stderr);
-    /* The agent stops first: finalize drains every context itself. */
+    /* Enqueued operations first: streams may wait for them. Then the agent
+     * stops: finalize drains every context itself. */
+    ptsc__enqueue_teardown();
     ptsc__progress_stop();
     ptsc__ctx_teardown();
     ptsc__progress_teardown();

@@ -732,6 +732,15 @@ int ptsc__coll_shared(void);
 int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_request **out);
 
 /* ------------------------------------------------------------------------ */
+/* enqueue.c: stream-ordered point-to-point (ptsc_*_enqueue)                */
+/* ------------------------------------------------------------------------ */
+
+/* Init: the enqueued calls' communicator (collective) and tables. Finalize:
+ * drain, stop the proxy thread, free the blocks and the communicator. */
+int ptsc__enqueue_setup(MPI_Comm world);
+void ptsc__enqueue_teardown(void);
+
+/* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
 /* PTSC_ERR_NO_DEVICE. Errors carry CUDA's message in the detail.            */
 /* ------------------------------------------------------------------------ */
@@ -773,6 +782,15 @@ int ptsc__gpu_event_done(void *ev, int *done);
 int ptsc__gpu_event_sync(void *ev);
 /* Work queued on `stream` after this waits for `ev` (cudaStreamWaitEvent). */
 int ptsc__gpu_stream_wait(void *stream, void *ev);
+/* Stream memory operations (enqueue.c): queue on `stream` a write of
+ * `value` to the 32-bit word at device address `addr` (after the work
+ * before it, with a fence), or a wait until that word equals `value`.
+ * PTSC_ERR_UNSUPPORTED where the driver lacks them. */
+int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value);
+int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value);
+/* Pinned host memory mapped for every device; *dev: its device address.
+ * Freed by ptsc__gpu_host_free. */
+int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev);
 
 /* memtrack.c (CUDA builds; gpu_none.c has stubs): a CUPTI subscriber that
  * bumps ptsc__g.mem_epoch at the exit of every driver call that allocates,

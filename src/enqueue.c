@@ -1,0 +1,838 @@
+/*
+ * Stream-ordered point-to-point calls (ptsc_*_enqueue): the operation is
+ * queued on a CUDA stream between the program's kernels, and the host
+ * thread goes on at once.
+ *
+ * Each operation has a cell of four 32-bit words in mapped pinned memory
+ * and, for a message of bytes, a staging copy in the same pinned block.
+ * The stream and this module's proxy thread hand the operation back and
+ * forth through the words; the stream writes them with cuStreamWriteValue32
+ * and waits on them with cuStreamWaitValue32, the proxy reads and writes
+ * them from the host:
+ *
+ *   REQ   stream -> proxy: the stream reached the operation (its send copy
+ *         is in the staging block); the proxy lowers it when it takes it.
+ *   ACK   proxy -> stream: a non-blocking operation is posted to MPI (the
+ *         stream goes on; the next operation is posted after it, so MPI's
+ *         order is the stream's order); the stream lowers it.
+ *   DONE  proxy -> stream: the MPI operation completed (a received message
+ *         is in the staging block); the stream lowers it and copies out.
+ *   FIN   stream -> proxy: the stream is past its last use of the block;
+ *         the proxy recycles a one-shot operation's block.
+ *
+ * Every value is 0 or 1 and each word is raised by one side and lowered by
+ * the other, so the same queued words work again when a captured graph is
+ * launched again: an operation captured into a graph lives until
+ * ptsc_finalize and goes round REQ -> (ACK) -> DONE once per launch, with no
+ * allocation per launch.
+ *
+ * MPI only ever sees host memory here (the staging block): a stream that
+ * waits on a word blocks its hardware queue, and an MPI copy between device
+ * buffers could be queued behind it, so no MPI call that the proxy makes
+ * needs the device. The messages travel on a communicator of their own
+ * (a duplicate of the world taken at init), addressed by (rank, thread,
+ * tag) as the lanes are; they match only enqueued calls. Receives are
+ * matched with MPI_Improbe/MPI_Imrecv, in the order the stream posted them:
+ * a receive is probed only while no earlier pending receive of the same
+ * source and tag waits, so MPI's non-overtaking order holds; the matched
+ * probe also knows a message's size before anything is written, so a
+ * longer message is reported as truncated and never written past the
+ * block (Open MPI 4.1 writes a longer contiguous message past the end of a
+ * contiguous receive buffer).
+ *
+ * Without a device the "stream" is the calling thread: each queued step
+ * runs at once (a word write is a store, a wait polls), so the proxy, the
+ * words and the MPI side run, and are tested, on machines with no GPU.
+ *
+ * Errors found by the proxy (a truncated message, a failed MPI call) raise
+ * DONE all the same, so no stream waits forever; they are returned by the
+ * thread's next ptsc_enqueue_sync or enqueue call. With PTSC_TIMEOUT the
+ * proxy names every operation that MPI has held longer than that.
+ */
+#include "ptsc_internal.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { W_REQ = 0, W_ACK, W_DONE, W_FIN, W_N };
+enum { K_SEND = 0, K_RECV, K_ISEND, K_IRECV };
+/* Proxy side: waiting for REQ, probing, MPI holds it, waiting for FIN. */
+enum { P_IDLE = 0, P_PROBE, P_MPI, P_FIN };
+
+#define CELL 64 /* the words' cell, a cache line before the staging bytes */
+#define NCLASS 48
+
+struct ptsc_stream_request {
+    struct ptsc_stream_request *next; /* in the proxy's list */
+    int kind;
+    atomic_int persistent;       /* captured into a graph: kept until finalize */
+    atomic_int broken;           /* its call failed half-way: answered, never moved */
+    int index;                   /* the owner's thread index */
+    int rank, thread, tag, mtag; /* peer and tag as given; mtag: on the wire */
+    size_t bytes;                /* send: the message; receive: the capacity */
+    void *buf;                   /* the program's buffer */
+    _Atomic unsigned *w;         /* the cell, host view */
+    unsigned long long dw;       /* the cell, device address (0 without a device) */
+    char *block;                 /* cell + staging bytes */
+    int cls, dev;                /* the block's size class; pinned and mapped */
+    /* The proxy's own. */
+    int st;
+    unsigned long long seq; /* order in which the stream posted it */
+    MPI_Request mr;
+    uint64_t since;
+    int warned;
+};
+typedef struct ptsc_stream_request op_t;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running, stop;
+    pthread_t tid;
+    op_t *incoming;               /* armed, not yet taken by the proxy (under mu) */
+    op_t *ops;                    /* the proxy's own list */
+    atomic_int live;              /* ops armed and not yet recycled */
+    char *free_blocks[2][NCLASS]; /* [with a device][size class] */
+    MPI_Comm comm;
+    int tag_max, nthreads;
+    unsigned long long seq;
+    atomic_int *err; /* per index: the first failure not yet reported */
+    char (*detail)[PTSC__DETAIL_LEN];
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .comm = MPI_COMM_NULL};
+
+static const char *const kind_name[] = {"ptsc_send_enqueue", "ptsc_recv_enqueue", "ptsc_isend_enqueue",
+                                        "ptsc_irecv_enqueue"};
+
+static int on_device(const ptsc_ctx_t *ctx) { return ptsc__g.ndevices > 0 && ctx->device >= 0; }
+
+static unsigned word(op_t *o, int k) { return atomic_load_explicit(&o->w[k], memory_order_acquire); }
+static void set_word(op_t *o, int k, unsigned v) { atomic_store_explicit(&o->w[k], v, memory_order_release); }
+
+/* ---- blocks: cell + staging bytes, pinned and mapped with a device ----- */
+
+static int class_of(size_t n)
+{
+    int c = 0;
+    while (((size_t)CELL << c) < n)
+        c++;
+    return c;
+}
+
+static int block_get(op_t *o, size_t bytes, int dev)
+{
+    dev = !!dev;
+    int c = class_of(CELL + bytes);
+    if (c >= NCLASS)
+        return ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: %zu bytes is too large", kind_name[o->kind], bytes);
+    pthread_mutex_lock(&Q.mu);
+    char *b = Q.free_blocks[dev][c];
+    if (b)
+        Q.free_blocks[dev][c] = *(char **)(b + CELL - sizeof(char *));
+    pthread_mutex_unlock(&Q.mu);
+    unsigned long long d = 0;
+    if (!b) {
+        size_t n = (size_t)CELL << c;
+        if (dev) {
+            int rc = ptsc__gpu_mapped_alloc(n, (void **)&b, &d);
+            if (rc != PTSC_OK)
+                return rc;
+        } else if (!(b = aligned_alloc(CELL, n))) {
+            return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: %zu bytes of staging", kind_name[o->kind], n);
+        }
+    }
+    /* A block's device address is kept in its cell's last bytes while free;
+     * in use, the cell's first 16 bytes are the words. */
+    if (!d && dev)
+        memcpy(&d, b + CELL - 2 * sizeof d, sizeof d);
+    memcpy(b + CELL - 2 * sizeof d, &d, sizeof d);
+    o->block = b;
+    o->cls = c;
+    o->dev = dev;
+    o->dw = d;
+    o->w = (_Atomic unsigned *)b;
+    for (int k = 0; k < W_N; k++)
+        atomic_init(&o->w[k], 0u);
+    return PTSC_OK;
+}
+
+static void block_put(op_t *o)
+{
+    pthread_mutex_lock(&Q.mu);
+    *(char **)(o->block + CELL - sizeof(char *)) = Q.free_blocks[o->dev][o->cls];
+    Q.free_blocks[o->dev][o->cls] = o->block;
+    pthread_mutex_unlock(&Q.mu);
+}
+
+static void block_free(char *b, int dev)
+{
+    if (dev)
+        ptsc__gpu_host_free(b);
+    else
+        free(b);
+}
+
+/* ---- errors kept for the owner ------------------------------------------ */
+
+static void fail(op_t *o, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(op_t *o, int rc, const char *fmt, ...)
+{
+    int none = PTSC_OK;
+    pthread_mutex_lock(&Q.mu);
+    if (atomic_compare_exchange_strong(&Q.err[o->index], &none, rc)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(Q.detail[o->index], PTSC__DETAIL_LEN, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&Q.mu);
+}
+
+/* The first failure of the thread's enqueued operations since the last one
+ * reported, as the call's status (with its detail). */
+static int take_error(int index)
+{
+    if (atomic_load(&Q.err[index]) == PTSC_OK)
+        return PTSC_OK;
+    pthread_mutex_lock(&Q.mu);
+    int rc = atomic_exchange(&Q.err[index], PTSC_OK);
+    char d[PTSC__DETAIL_LEN];
+    snprintf(d, sizeof d, "%s", Q.detail[index]);
+    pthread_mutex_unlock(&Q.mu);
+    return rc == PTSC_OK ? PTSC_OK : ptsc__err(rc, "%s", d);
+}
+
+/* ---- the proxy ------------------------------------------------------------ */
+
+static void finish(op_t *o)
+{
+    if (o->kind == K_ISEND || o->kind == K_IRECV)
+        set_word(o, W_ACK, 1); /* (already, unless it failed before it was posted) */
+    set_word(o, W_DONE, 1);
+    o->st = atomic_load(&o->persistent) ? P_IDLE : P_FIN;
+}
+
+static void fail_mpi(op_t *o, int mrc, const char *what)
+{
+    char s[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    MPI_Error_string(mrc, s, &n);
+    fail(o, PTSC_ERR_MPI, "%s (rank %d, thread %d, tag %d): %s failed: %s", kind_name[o->kind], o->rank,
+         o->thread, o->tag, what, s);
+    finish(o);
+}
+
+static void start(op_t *o)
+{
+    o->seq = ++Q.seq;
+    o->since = ptsc__now_ns();
+    o->warned = 0;
+    if (atomic_load(&o->broken)) { /* its call failed half-way: release the stream, move nothing */
+        finish(o);
+        return;
+    }
+    if (o->kind == K_SEND || o->kind == K_ISEND) {
+        int mrc = MPI_Isend(o->block + CELL, (int)o->bytes, MPI_BYTE, o->rank, o->mtag, Q.comm, &o->mr);
+        if (mrc != MPI_SUCCESS) {
+            fail_mpi(o, mrc, "MPI_Isend");
+            return;
+        }
+        o->st = P_MPI;
+    } else {
+        o->st = P_PROBE;
+    }
+    if (o->kind == K_ISEND || o->kind == K_IRECV)
+        set_word(o, W_ACK, 1);
+}
+
+/* A receive waits while an earlier pending one of the same source and tag
+ * has not matched: messages match receives in the order they were posted. */
+static int overtakes(const op_t *o)
+{
+    for (const op_t *p = Q.ops; p; p = p->next)
+        if (p != o && p->st == P_PROBE && p->seq < o->seq && p->rank == o->rank && p->mtag == o->mtag)
+            return 1;
+    return 0;
+}
+
+static int probe(op_t *o)
+{
+    int flag = 0, n = 0;
+    MPI_Message m;
+    MPI_Status s;
+    if (overtakes(o))
+        return 0;
+    int mrc = MPI_Improbe(o->rank, o->mtag, Q.comm, &flag, &m, &s);
+    if (mrc != MPI_SUCCESS) {
+        fail_mpi(o, mrc, "MPI_Improbe");
+        return 1;
+    }
+    if (!flag)
+        return 0;
+    MPI_Get_count(&s, MPI_BYTE, &n);
+    if ((size_t)n <= o->bytes) {
+        if ((mrc = MPI_Imrecv(o->block + CELL, n, MPI_BYTE, &m, &o->mr)) != MPI_SUCCESS)
+            fail_mpi(o, mrc, "MPI_Imrecv");
+        else
+            o->st = P_MPI;
+        return 1;
+    }
+    /* Longer than the buffer: take it whole aside, keep what fits. */
+    char *tmp = malloc((size_t)n);
+    if (!tmp) {
+        fail(o, PTSC_ERR_NO_MEMORY, "%s: %d bytes to take a truncated message aside", kind_name[o->kind], n);
+        MPI_Mrecv(NULL, 0, MPI_BYTE, &m, MPI_STATUS_IGNORE); /* MPI reports the truncation; dropped */
+        finish(o);
+        return 1;
+    }
+    mrc = MPI_Mrecv(tmp, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    if (mrc == MPI_SUCCESS) {
+        memcpy(o->block + CELL, tmp, o->bytes);
+        fail(o, PTSC_ERR_TRUNCATE,
+             "%s (rank %d, thread %d, tag %d): a message of %d bytes for a buffer of %zu", kind_name[o->kind],
+             o->rank, o->thread, o->tag, n, o->bytes);
+        finish(o);
+    } else {
+        fail_mpi(o, mrc, "MPI_Mrecv");
+    }
+    free(tmp);
+    return 1;
+}
+
+static void watch(op_t *o, uint64_t now)
+{
+    int t = ptsc__g.cfg.timeout;
+    if (!t || o->warned || now - o->since < (uint64_t)t * 1000000000ull)
+        return;
+    o->warned = 1;
+    ptsc__log(
+        PTSC__LOG_WARN,
+        "%s of thread %d %s rank %d thread %d, tag %d, %zu bytes: %s for %d s (PTSC_TIMEOUT); its stream "
+        "waits for it",
+        kind_name[o->kind], o->index, o->kind == K_SEND || o->kind == K_ISEND ? "to" : "from", o->rank,
+        o->thread, o->tag, o->bytes, o->st == P_PROBE ? "no matching message" : "not complete", t);
+}
+
+/* One pass over every operation; 1 when anything moved. *busy: MPI holds some. */
+static int pass(int *busy)
+{
+    int moved = 0;
+    uint64_t now = 0;
+    *busy = 0;
+    for (op_t **pp = &Q.ops; *pp;) {
+        op_t *o = *pp;
+        int flag = 0;
+        switch (o->st) {
+        case P_IDLE:
+            if (word(o, W_REQ)) {
+                set_word(o, W_REQ, 0);
+                start(o);
+                moved = 1;
+            }
+            break;
+        case P_PROBE:
+            moved |= probe(o);
+            break;
+        case P_MPI: {
+            MPI_Status s;
+            int mrc = MPI_Test(&o->mr, &flag, &s);
+            if (mrc != MPI_SUCCESS)
+                fail_mpi(o, mrc, "MPI_Test");
+            else if (flag)
+                finish(o);
+            moved |= flag || mrc != MPI_SUCCESS;
+            break;
+        }
+        case P_FIN:
+            if (word(o, W_FIN)) {
+                *pp = o->next;
+                block_put(o);
+                free(o);
+                atomic_fetch_sub(&Q.live, 1);
+                moved = 1;
+                continue;
+            }
+            break;
+        }
+        if (o->st == P_PROBE || o->st == P_MPI) {
+            *busy = 1;
+            if (!now)
+                now = ptsc__now_ns();
+            watch(o, now);
+        }
+        pp = &o->next;
+    }
+    return moved;
+}
+
+/* Take the operations armed since the last pass, in the order they were armed. */
+static void take_incoming(void)
+{
+    pthread_mutex_lock(&Q.mu);
+    op_t *in = Q.incoming;
+    Q.incoming = NULL;
+    pthread_mutex_unlock(&Q.mu);
+    op_t *rev = NULL;
+    while (in) {
+        op_t *n = in->next;
+        in->next = rev;
+        rev = in;
+        in = n;
+    }
+    op_t **tail = &Q.ops;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = rev;
+}
+
+/* How the proxy waits between passes: it polls (yielding) while MPI holds
+ * work, for up to POLL_NS after the last movement (MPI moves a large
+ * message one protocol step per call), and for a few passes after
+ * something moved; then it naps 1 .. 50 us, and after
+ * QUIET_NS without movement and with nothing in MPI (streams that have not
+ * reached their operations, graphs not launched) up to 500 us, so a
+ * program holding captured operations costs well under 1 % of a core; with
+ * no operation at all it sleeps on the condition. */
+#define POLL_NS 5000000ull
+#define QUIET_NS 10000000ull
+
+static void *proxy_main(void *arg)
+{
+    (void)arg;
+    uint64_t last = ptsc__now_ns();
+    int idle = 0;
+    for (;;) {
+        pthread_mutex_lock(&Q.mu);
+        while (!Q.stop && !Q.incoming && atomic_load(&Q.live) == 0)
+            pthread_cond_wait(&Q.cv, &Q.mu);
+        int stop = Q.stop;
+        pthread_mutex_unlock(&Q.mu);
+        if (stop)
+            break; /* finalize drains on its own thread */
+        take_incoming();
+        int busy = 0;
+        if (pass(&busy)) {
+            idle = 0;
+            last = ptsc__now_ns();
+            continue;
+        }
+        idle += idle < 64;
+        uint64_t quiet = ptsc__now_ns() - last;
+        if ((busy && quiet < POLL_NS) || idle < 16) {
+            sched_yield();
+            continue;
+        }
+        uint64_t cap = !busy && quiet > QUIET_NS ? 500000ull : 50000ull;
+        uint64_t ns = 1000ull << (idle < 22 ? idle - 16 : 6);
+        ptsc__nap_ns(ns < cap ? ns : cap);
+    }
+    return NULL;
+}
+
+static int arm(op_t *o)
+{
+    pthread_mutex_lock(&Q.mu);
+    if (!Q.running) {
+        if (pthread_create(&Q.tid, NULL, proxy_main, NULL) != 0) {
+            pthread_mutex_unlock(&Q.mu);
+            return ptsc__err(PTSC_ERR_INTERNAL, "%s: cannot start the stream proxy thread",
+                             kind_name[o->kind]);
+        }
+        Q.running = 1;
+    }
+    o->next = Q.incoming;
+    Q.incoming = o;
+    atomic_fetch_add(&Q.live, 1);
+    pthread_cond_signal(&Q.cv);
+    pthread_mutex_unlock(&Q.mu);
+    return PTSC_OK;
+}
+
+/* ---- the stream's side ---------------------------------------------------- */
+
+typedef struct {
+    void *stream; /* NULL without a device: the calling thread */
+    int dev;
+} lane_t;
+
+static int s_write(const lane_t *L, op_t *o, int k, unsigned v)
+{
+    if (!L->dev) {
+        set_word(o, k, v);
+        return PTSC_OK;
+    }
+    return ptsc__gpu_write32(L->stream, o->dw + (unsigned long long)k * sizeof(unsigned), v);
+}
+
+static int s_wait(const lane_t *L, op_t *o, int k, unsigned v)
+{
+    if (L->dev)
+        return ptsc__gpu_wait32(L->stream, o->dw + (unsigned long long)k * sizeof(unsigned), v);
+    for (unsigned spins = 0; word(o, k) != v; spins++) {
+        if (spins < 64)
+            sched_yield();
+        else
+            ptsc__nap_ns(spins < 1024 ? 2000 : 20000);
+    }
+    return PTSC_OK;
+}
+
+static int s_copy(const lane_t *L, void *dst, const void *src, size_t n)
+{
+    if (!n)
+        return PTSC_OK;
+    if (!L->dev) {
+        memcpy(dst, src, n);
+        return PTSC_OK;
+    }
+    return ptsc__gpu_copy_async(dst, src, n, L->stream);
+}
+
+/* The stream a call queues on: the thread's bound stream, or the one named. */
+static int lane_of(ptsc_ctx_t *ctx, void *stream, const char *call, lane_t *L)
+{
+    L->dev = on_device(ctx);
+    if (!L->dev) {
+        if (stream)
+            return ptsc__err(PTSC_ERR_ARG, "%s: a stream was named, but the thread has no device", call);
+        L->stream = NULL;
+        return PTSC_OK;
+    }
+    L->stream = stream ? stream : ctx->stream;
+    if (L->stream == NULL || L->stream == (void *)0x1) /* stream 0, cudaStreamLegacy */
+        return ptsc__err(PTSC_ERR_ARG,
+                         "%s: the legacy default stream cannot wait for a message without stalling every "
+                         "blocking stream; name another stream (PTSC_STREAM=per-thread or owned binds one)",
+                         call);
+    return PTSC_OK;
+}
+
+static int check_buffer(const lane_t *L, const void *buf, size_t bytes, const char *call)
+{
+    if (!L->dev || !bytes)
+        return PTSC_OK;
+    ptsc_memclass_t c;
+    int rc = ptsc__gpu_classify(buf, &c);
+    if (rc == PTSC_OK && c == PTSC_MEM_HOST)
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED,
+                       "%s: pageable host memory cannot be copied in stream order; use device, managed or "
+                       "pinned memory",
+                       call);
+    return rc;
+}
+
+static int check_args(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
+                      int tag, const char *call, size_t *bytes)
+{
+    int rc = ptsc__ctx_resolve(ctx, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__check_buf(buf, count, type, call, bytes);
+    if (rc == PTSC_OK && *bytes && !ptsc__type_is_contiguous(type))
+        rc =
+            ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: only contiguous datatypes are staged in stream order", call);
+    if (rc == PTSC_OK && *bytes > (size_t)INT32_MAX)
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: %zu bytes; at most 2 GiB - 1 per enqueued message", call,
+                       *bytes);
+    if (rc != PTSC_OK)
+        return rc;
+    if (rank == PTSC_ANY_RANK)
+        return ptsc__err(PTSC_ERR_RANK, "%s: PTSC_ANY_RANK is not supported in stream order", call);
+    if (rank < 0 || rank >= ptsc__g.nranks)
+        return ptsc__err(PTSC_ERR_RANK, "%s: rank %d is outside [0, %d)", call, rank, ptsc__g.nranks);
+    if (thread < 0 || thread >= ptsc__g.nthreads)
+        return ptsc__err(PTSC_ERR_THREAD, "%s: thread %d is outside [0, %d) (PTSC_MAX_THREADS)", call, thread,
+                         ptsc__g.nthreads);
+    if (tag < 0 || tag > Q.tag_max)
+        return ptsc__err(PTSC_ERR_TAG, "%s: tag %d is outside [0, %d] (the enqueued calls' tag range)", call,
+                         tag, Q.tag_max);
+    return take_error((*ctx)->index);
+}
+
+/* Queue one operation's steps on the stream (see the top of the file). */
+static int enqueue(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                   int tag, void *stream, op_t **out)
+{
+    const char *call = kind_name[kind];
+    size_t bytes = 0;
+    lane_t L;
+    int rc = check_args(&ctx, buf, count, type, rank, thread, tag, call, &bytes);
+    if (rc == PTSC_OK)
+        rc = lane_of(ctx, stream, call, &L);
+    if (rc == PTSC_OK)
+        rc = check_buffer(&L, buf, bytes, call);
+    int capturing = 0;
+    if (rc == PTSC_OK && L.dev)
+        rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing);
+    if (rc != PTSC_OK)
+        return rc;
+    op_t *o = calloc(1, sizeof *o);
+    if (!o)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: operation", call);
+    o->kind = kind;
+    atomic_init(&o->persistent, capturing);
+    atomic_init(&o->broken, 0);
+    o->index = ctx->index;
+    o->rank = rank;
+    o->thread = thread;
+    o->tag = tag;
+    o->bytes = bytes;
+    o->buf = buf;
+    int T = ptsc__g.nthreads;
+    int src = kind == K_SEND || kind == K_ISEND ? ctx->index : thread;
+    int dst = kind == K_SEND || kind == K_ISEND ? thread : ctx->index;
+    o->mtag = (tag * T + src) * T + dst;
+    if ((rc = block_get(o, bytes, L.dev)) != PTSC_OK) {
+        free(o);
+        return rc;
+    }
+    char *pin = o->block + CELL;
+    /* From the first queued step on, the block is the stream's. */
+    int queued = 0, armed = 0;
+    if (kind == K_SEND || kind == K_ISEND) { /* the message into the block */
+        if ((rc = s_copy(&L, pin, buf, bytes)) == PTSC_OK)
+            queued = 1;
+    }
+    if (rc == PTSC_OK && (rc = s_write(&L, o, W_REQ, 1)) == PTSC_OK) {
+        queued = 1;
+        if ((rc = arm(o)) == PTSC_OK)
+            armed = 1;
+    }
+    if (rc == PTSC_OK) {
+        if (kind == K_SEND || kind == K_RECV) { /* wait DONE; lower it; copy out; FIN */
+            if ((rc = s_wait(&L, o, W_DONE, 1)) == PTSC_OK && (rc = s_write(&L, o, W_DONE, 0)) == PTSC_OK &&
+                (kind == K_SEND || (rc = s_copy(&L, buf, pin, bytes)) == PTSC_OK))
+                rc = s_write(&L, o, W_FIN, 1);
+        } else { /* wait until posted; lower it (ptsc_wait_enqueue does the rest) */
+            if ((rc = s_wait(&L, o, W_ACK, 1)) == PTSC_OK)
+                rc = s_write(&L, o, W_ACK, 0);
+        }
+    }
+    if (rc != PTSC_OK) {
+        if (!queued) {
+            block_put(o);
+            free(o);
+            return rc;
+        }
+        /* The stream may still write the words: the proxy keeps the block
+         * until finalize and answers the stream. Not armed (its thread
+         * could not start): the block is left alone for good. */
+        atomic_store(&o->persistent, 1);
+        atomic_store(&o->broken, 1);
+        if (!armed)
+            (void)arm(o);
+        return rc;
+    }
+    if (out)
+        *out = o;
+    return PTSC_OK;
+}
+
+/* ---- the calls -------------------------------------------------------------- */
+
+int ptsc_send_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
+                      int tag, void *stream)
+{
+    return enqueue(ctx, K_SEND, (void *)buf, count, type, rank, thread, tag, stream, NULL);
+}
+
+int ptsc_recv_enqueue(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread, int tag,
+                      void *stream)
+{
+    return enqueue(ctx, K_RECV, buf, count, type, rank, thread, tag, stream, NULL);
+}
+
+static int start_i(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                   int tag, void *stream, ptsc_stream_request_t *req)
+{
+    if (!req) {
+        int rc = ptsc__check_ready(kind_name[kind]);
+        return rc != PTSC_OK ? rc : ptsc__err(PTSC_ERR_ARG, "%s: request pointer is NULL", kind_name[kind]);
+    }
+    *req = NULL;
+    return enqueue(ctx, kind, buf, count, type, rank, thread, tag, stream, req);
+}
+
+int ptsc_isend_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
+                       int tag, void *stream, ptsc_stream_request_t *req)
+{
+    return start_i(ctx, K_ISEND, (void *)buf, count, type, rank, thread, tag, stream, req);
+}
+
+int ptsc_irecv_enqueue(ptsc_ctx_t *ctx, void *buf, int count, MPI_Datatype type, int rank, int thread,
+                       int tag, void *stream, ptsc_stream_request_t *req)
+{
+    return start_i(ctx, K_IRECV, buf, count, type, rank, thread, tag, stream, req);
+}
+
+int ptsc_wait_enqueue(ptsc_stream_request_t *req, void *stream)
+{
+    const char *call = "ptsc_wait_enqueue";
+    ptsc_ctx_t *ctx = NULL;
+    int rc = ptsc__ctx_resolve(&ctx, call);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!req)
+        return ptsc__err(PTSC_ERR_ARG, "%s: request pointer is NULL", call);
+    op_t *o = *req;
+    if (!o)
+        return PTSC_OK; /* a null request is complete */
+    if (o->index != ctx->index)
+        return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: the request was started by thread index %d", call,
+                         o->index);
+    lane_t L;
+    int capturing = 0;
+    if ((rc = lane_of(ctx, stream, call, &L)) != PTSC_OK ||
+        (L.dev && (rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing)) != PTSC_OK))
+        return rc;
+    if (atomic_load(&o->persistent) && !capturing && !atomic_load(&o->broken))
+        return ptsc__err(PTSC_ERR_ARG,
+                         "%s: the request was started under graph capture; wait for it in the same capture",
+                         call);
+    /* wait DONE; lower it; copy out (a receive); FIN */
+    if ((rc = s_wait(&L, o, W_DONE, 1)) == PTSC_OK && (rc = s_write(&L, o, W_DONE, 0)) == PTSC_OK &&
+        (o->kind == K_ISEND || (rc = s_copy(&L, o->buf, o->block + CELL, o->bytes)) == PTSC_OK))
+        rc = s_write(&L, o, W_FIN, 1);
+    if (rc != PTSC_OK)
+        return rc; /* the handle stays: the stream's steps are incomplete */
+    *req = NULL;
+    return take_error(ctx->index);
+}
+
+int ptsc_enqueue_sync(ptsc_ctx_t *ctx, void *stream)
+{
+    const char *call = "ptsc_enqueue_sync";
+    int rc = ptsc__ctx_resolve(&ctx, call);
+    lane_t L;
+    if (rc == PTSC_OK)
+        rc = lane_of(ctx, stream, call, &L);
+    if (rc == PTSC_OK && L.dev)
+        rc = ptsc__gpu_stream_sync(L.stream);
+    if (rc != PTSC_OK)
+        return rc;
+    return take_error(ctx->index);
+}
+
+int ptsc_enqueue_tag_max(int *tag_max)
+{
+    int rc = ptsc__check_ready_query("ptsc_enqueue_tag_max");
+    if (rc != PTSC_OK)
+        return rc;
+    if (!tag_max)
+        return ptsc__err_query(PTSC_ERR_ARG, "ptsc_enqueue_tag_max: tag_max is NULL");
+    *tag_max = Q.tag_max;
+    return PTSC_OK;
+}
+
+/* ---- init and finalize -------------------------------------------------------- */
+
+int ptsc__enqueue_setup(MPI_Comm world)
+{
+    int T = ptsc__g.nthreads, *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    long long tag_ub = flag && ub ? *ub : 32767;
+    long long space = (tag_ub + 1) / ((long long)T * T);
+    Q.tag_max = (int)(space - 1 < ptsc__g.tag_max ? space - 1 : ptsc__g.tag_max);
+    Q.nthreads = T;
+    Q.seq = 0;
+    Q.stop = Q.running = 0;
+    Q.ops = Q.incoming = NULL;
+    atomic_store(&Q.live, 0);
+    Q.err = calloc((size_t)T, sizeof *Q.err);
+    Q.detail = calloc((size_t)T, sizeof *Q.detail);
+    if (!Q.err || !Q.detail) {
+        free(Q.err);
+        free(Q.detail);
+        Q.err = NULL;
+        Q.detail = NULL;
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: enqueue tables");
+    }
+    for (int i = 0; i < T; i++)
+        atomic_init(&Q.err[i], PTSC_OK);
+    int mrc = MPI_Comm_dup(world, &Q.comm);
+    if (mrc != MPI_SUCCESS) {
+        free(Q.err);
+        free(Q.detail);
+        Q.err = NULL;
+        Q.detail = NULL;
+        return ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
+    }
+    MPI_Comm_set_errhandler(Q.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_name(Q.comm, "ptsc enqueue");
+    return PTSC_OK;
+}
+
+/* Finalize: the proxy drains what MPI holds; what no stream reached, or
+ * what never matched, is given up after DRAIN_NS without movement (its
+ * stream is released, its block left alone), with a warning. */
+#define DRAIN_NS 2000000000ull
+
+static void drain(void)
+{
+    uint64_t last = ptsc__now_ns();
+    for (;;) {
+        take_incoming();
+        int busy = 0, left = 0;
+        if (pass(&busy))
+            last = ptsc__now_ns();
+        for (op_t *o = Q.ops; o; o = o->next)
+            left += !atomic_load(&o->persistent) || o->st != P_IDLE;
+        if (!left || ptsc__now_ns() - last > DRAIN_NS)
+            break;
+        ptsc__nap_ns(busy ? 1000 : 20000);
+    }
+}
+
+void ptsc__enqueue_teardown(void)
+{
+    if (Q.comm == MPI_COMM_NULL)
+        return;
+    pthread_mutex_lock(&Q.mu);
+    int running = Q.running;
+    Q.stop = 1;
+    pthread_cond_signal(&Q.cv);
+    pthread_mutex_unlock(&Q.mu);
+    if (running)
+        pthread_join(Q.tid, NULL);
+    drain();
+    for (op_t *o = Q.ops, *n; o; o = n) {
+        n = o->next;
+        int done = atomic_load(&o->persistent) && o->st == P_IDLE && !o->w[W_REQ];
+        if (!done) {
+            ptsc__log(PTSC__LOG_WARN,
+                      "ptsc_finalize: %s of thread %d %s rank %d thread %d, tag %d never completed",
+                      kind_name[o->kind], o->index, o->kind == K_SEND || o->kind == K_ISEND ? "to" : "from",
+                      o->rank, o->thread, o->tag);
+            if (o->st == P_PROBE || o->st == P_MPI) {
+                if (o->st == P_MPI && (o->kind == K_RECV || o->kind == K_IRECV))
+                    MPI_Cancel(&o->mr);
+                if (o->st == P_MPI)
+                    MPI_Request_free(&o->mr);
+            }
+            set_word(o, W_ACK, 1); /* no stream waits forever */
+            set_word(o, W_DONE, 1);
+        } else {
+            block_free(o->block, o->dev);
+        }
+        free(o);
+    }
+    Q.ops = NULL;
+    for (int dev = 0; dev < 2; dev++)
+        for (int c = 0; c < NCLASS; c++)
+            for (char *b = Q.free_blocks[dev][c], *n; b; b = n) {
+                n = *(char **)(b + CELL - sizeof(char *));
+                block_free(b, dev);
+            }
+    memset(Q.free_blocks, 0, sizeof Q.free_blocks);
+    MPI_Comm_free(&Q.comm);
+    Q.comm = MPI_COMM_NULL;
+    free(Q.err);
+    free(Q.detail);
+    Q.err = NULL;
+    Q.detail = NULL;
+    Q.running = Q.stop = 0;
+    atomic_store(&Q.live, 0);
+}

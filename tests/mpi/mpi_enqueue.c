@@ -1,0 +1,251 @@
+/*
+ * The stream-ordered calls (ptsc_*_enqueue) on host buffers: without a
+ * device the "stream" is the calling thread, so every step runs through the
+ * same words, proxy thread and MPI calls as on a GPU, and the data can be
+ * checked here. Ranks pair up (r with r^1), thread t with thread t.
+ *
+ *   order     both sides start MSGS non-blocking operations of one tag (the
+ *             receiver posts first, then a barrier, then the sender sends,
+ *             so every receive waits while its message arrives), then wait
+ *             in order: each message must land in the receive of its rank
+ *             in the sequence (non-overtaking), with every word right.
+ *   sizes     blocking send/receive ping-pong over sizes from 0 bytes to
+ *             1 MiB (rendezvous), the reply carrying the round.
+ *   progress  isend_enqueue of 1 MiB, then MPI_Barrier (on a duplicate of
+ *             the world per thread), then wait: the proxy moves the message
+ *             while the thread sits in MPI; the peer receives, then the same
+ *             barrier.
+ *   trunc     a 400-byte message into a 40-byte receive: the receive is
+ *             filled with the first 40 bytes and ptsc_enqueue_sync returns
+ *             PTSC_ERR_TRUNCATE; the next message (tag alike) arrives whole.
+ *   args      bad arguments: each refused with its status, nothing sent.
+ *
+ * Skips (77) on a rank with a device: tests/gpu/test_gpu_enqueue.c covers
+ * device buffers.
+ */
+#include <ptsc.h>
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpi_common.h"
+
+#define MSGS 24
+#define ROUNDS 6
+
+static int R, T;
+static MPI_Comm *bar; /* per thread index: a duplicate of the world for MPI_Barrier */
+
+static int order(ptsc_ctx_t *ctx, int t, int peer, int sender, int round)
+{
+    int tag = 3 + round % 2;
+    static const int lens[4] = {HDR + 1, HDR + 40, 3000, 70000};
+    uint32_t *b[MSGS];
+    ptsc_stream_request_t rq[MSGS];
+    for (int i = 0; i < MSGS; i++) {
+        int n = lens[(i + round) % 4];
+        b[i] = calloc((size_t)n, sizeof(uint32_t));
+        if (sender)
+            fill(b[i], n, g_rank, t, peer, t, round * MSGS + i);
+    }
+    if (!sender)
+        for (int i = 0; i < MSGS; i++)
+            CHECK_OK(ptsc_irecv_enqueue(ctx, b[i], lens[(i + round) % 4], MPI_UINT32_T, peer, t, tag, NULL,
+                                        &rq[i]));
+    MPI_Barrier(bar[t]);
+    if (sender)
+        for (int i = 0; i < MSGS; i++)
+            CHECK_OK(ptsc_isend_enqueue(ctx, b[i], lens[(i + round) % 4], MPI_UINT32_T, peer, t, tag, NULL,
+                                        &rq[i]));
+    for (int i = 0; i < MSGS; i++)
+        CHECK_OK(ptsc_wait_enqueue(&rq[i], NULL));
+    for (int i = 0; i < MSGS; i++) {
+        CHECK(rq[i] == PTSC_STREAM_REQUEST_NULL, "request %d not reset by its wait", i);
+        if (!sender)
+            VERIFY(b[i], lens[(i + round) % 4], peer, t, g_rank, t, round * MSGS + i);
+        free(b[i]);
+    }
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
+static int sizes(ptsc_ctx_t *ctx, int t, int peer, int sender)
+{
+    static const int words[] = {0, 1, 2, HDR + 3, 1000, 4097, 65536, 262144};
+    enum { NS = sizeof words / sizeof words[0] };
+    uint32_t *b = malloc(262144 * sizeof(uint32_t)), reply = 0;
+    for (int k = 0; k < NS; k++) {
+        int n = words[k];
+        if (sender) {
+            if (n >= HDR)
+                fill(b, n, g_rank, t, peer, t, 1000 + k);
+            else
+                for (int i = 0; i < n; i++)
+                    b[i] = 0xAB00u + (uint32_t)(k * 8 + i);
+            CHECK_OK(ptsc_send_enqueue(ctx, b, n, MPI_UINT32_T, peer, t, 9, NULL));
+            CHECK_OK(ptsc_recv_enqueue(ctx, &reply, 1, MPI_UINT32_T, peer, t, 10, NULL));
+            CHECK(reply == (uint32_t)(k * 7 + 1), "size %d words: reply %u, expected %d", n, reply,
+                  k * 7 + 1);
+        } else {
+            memset(b, 0xEE, (size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
+            CHECK_OK(ptsc_recv_enqueue(ctx, b, n, MPI_UINT32_T, peer, t, 9, NULL));
+            if (n >= HDR)
+                VERIFY(b, n, peer, t, g_rank, t, 1000 + k);
+            else
+                for (int i = 0; i < n; i++)
+                    CHECK(b[i] == 0xAB00u + (uint32_t)(k * 8 + i), "size %d: word %d is %#x", n, i, b[i]);
+            reply = (uint32_t)(k * 7 + 1);
+            CHECK_OK(ptsc_send_enqueue(ctx, &reply, 1, MPI_UINT32_T, peer, t, 10, NULL));
+        }
+    }
+    free(b);
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
+static int progress(ptsc_ctx_t *ctx, int t, int peer, int sender)
+{
+    int n = 262144; /* 1 MiB: a rendezvous in every MPI */
+    uint32_t *b = calloc((size_t)n, sizeof(uint32_t));
+    ptsc_stream_request_t rq;
+    if (sender) {
+        fill(b, n, g_rank, t, peer, t, 77);
+        CHECK_OK(ptsc_isend_enqueue(ctx, b, n, MPI_UINT32_T, peer, t, 11, NULL, &rq));
+        MPI_Barrier(bar[t]); /* the peer's receive completes only if the proxy moves the send */
+        CHECK_OK(ptsc_wait_enqueue(&rq, NULL));
+    } else {
+        CHECK_OK(ptsc_recv_enqueue(ctx, b, n, MPI_UINT32_T, peer, t, 11, NULL));
+        MPI_Barrier(bar[t]);
+        VERIFY(b, n, peer, t, g_rank, t, 77);
+    }
+    free(b);
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
+static int trunc_case(ptsc_ctx_t *ctx, int t, int peer, int sender)
+{
+    char big[400], small[40];
+    for (int i = 0; i < 400; i++)
+        big[i] = (char)(i * 7 + t);
+    if (sender) {
+        CHECK_OK(ptsc_send_enqueue(ctx, big, 400, MPI_CHAR, peer, t, 12, NULL));
+        CHECK_OK(ptsc_send_enqueue(ctx, big + 1, 40, MPI_CHAR, peer, t, 12, NULL));
+        return ptsc_enqueue_sync(ctx, NULL);
+    }
+    memset(small, 0, sizeof small);
+    CHECK_OK(ptsc_recv_enqueue(ctx, small, 40, MPI_CHAR, peer, t, 12, NULL));
+    int rc = ptsc_enqueue_sync(ctx, NULL);
+    CHECK(rc == PTSC_ERR_TRUNCATE,
+          "a 400-byte message into 40 bytes: sync returned %s, expected PTSC_ERR_TRUNCATE",
+          ptsc_status_name(rc));
+    CHECK(strstr(ptsc_last_error(), "400 bytes") != NULL, "the truncation's detail names no size: \"%s\"",
+          ptsc_last_error());
+    CHECK(memcmp(small, big, 40) == 0, "a truncated receive holds other bytes than the message's first 40");
+    CHECK(ptsc_enqueue_sync(ctx, NULL) == PTSC_OK, "the truncation is reported twice");
+    memset(small, 0, sizeof small);
+    CHECK_OK(ptsc_recv_enqueue(ctx, small, 40, MPI_CHAR, peer, t, 12, NULL));
+    CHECK(memcmp(small, big + 1, 40) == 0, "the message after a truncated one did not arrive whole");
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
+#define REFUSED(call, status)                                                                         \
+    do {                                                                                              \
+        int rc_ = (call);                                                                             \
+        CHECK(rc_ == (status), "%s returned %s, expected %s (%s)", #call, ptsc_status_name(rc_),      \
+              ptsc_status_name(status), ptsc_last_error());                                           \
+        CHECK(rc_ == PTSC_OK || ptsc_last_error()[0] != '\0', "%s: a refusal with no detail", #call); \
+    } while (0)
+
+static int args(ptsc_ctx_t *ctx, int t, int peer)
+{
+    int x[4] = {0}, tmax = -1;
+    ptsc_stream_request_t rq = PTSC_STREAM_REQUEST_NULL;
+    MPI_Datatype vec;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    CHECK_OK(ptsc_enqueue_tag_max(&tmax));
+    CHECK(tmax >= 32767 / (T * T) - 1 && tmax >= 12, "enqueue tag max %d", tmax);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, R, t, 0, NULL), PTSC_ERR_RANK);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, -1, t, 0, NULL), PTSC_ERR_RANK);
+    REFUSED(ptsc_recv_enqueue(ctx, x, 1, MPI_INT, PTSC_ANY_RANK, t, 0, NULL), PTSC_ERR_RANK);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, peer, T, 0, NULL), PTSC_ERR_THREAD);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, peer, t, tmax + 1, NULL), PTSC_ERR_TAG);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, peer, t, -1, NULL), PTSC_ERR_TAG);
+    REFUSED(ptsc_send_enqueue(ctx, x, -1, MPI_INT, peer, t, 0, NULL), PTSC_ERR_COUNT);
+    REFUSED(ptsc_send_enqueue(ctx, NULL, 1, MPI_INT, peer, t, 0, NULL), PTSC_ERR_NULL_BUFFER);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_DATATYPE_NULL, peer, t, 0, NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, vec, peer, t, 0, NULL), PTSC_ERR_UNSUPPORTED);
+    REFUSED(ptsc_send_enqueue(ctx, x, 1, MPI_INT, peer, t, 0, (void *)&rq),
+            PTSC_ERR_ARG); /* a stream, no device */
+    REFUSED(ptsc_isend_enqueue(ctx, x, 1, MPI_INT, peer, t, 0, NULL, NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_irecv_enqueue(ctx, x, 1, MPI_INT, peer, t, 0, NULL, NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_wait_enqueue(NULL, NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_wait_enqueue(&rq, NULL), PTSC_OK); /* a null request is complete */
+    REFUSED(ptsc_enqueue_tag_max(NULL), PTSC_ERR_ARG);
+    MPI_Type_free(&vec);
+    /* Nothing of the above was sent: a message now is the first the peer gets. */
+    x[0] = 1000 + t;
+    if (g_rank < peer) {
+        CHECK_OK(ptsc_send_enqueue(ctx, x, 1, MPI_INT, peer, t, 0, NULL));
+    } else {
+        CHECK_OK(ptsc_recv_enqueue(ctx, x, 1, MPI_INT, peer, t, 0, NULL));
+        CHECK(x[0] == 1000 + t, "after the refused calls the first message holds %d, expected %d", x[0],
+              1000 + t);
+    }
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
+static int run(int t)
+{
+    ptsc_ctx_t *ctx = NULL;
+    g_me = t;
+    CHECK_OK(ptsc_thread_attach(t, &ctx));
+    int peer = g_rank ^ 1, low = g_rank < peer;
+    CHECK_OK(args(ctx, t, peer));
+    for (int round = 0; round < ROUNDS; round++)
+        CHECK_OK(order(ctx, t, peer, low ^ (round & 1), round));
+    CHECK_OK(sizes(ctx, t, peer, low));
+    CHECK_OK(sizes(ctx, t, peer, !low));
+    CHECK_OK(progress(ctx, t, peer, low));
+    CHECK_OK(progress(ctx, t, peer, !low));
+    CHECK_OK(trunc_case(ctx, t, peer, low));
+    return ptsc_thread_detach();
+}
+
+static void *thread_main(void *arg)
+{
+    run((int)(intptr_t)arg);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    T = test_init(&argc, &argv, &R);
+    int cuda = 0, aware = 0, staging = 0;
+    ptsc_features(&cuda, &aware, &staging);
+    if (cuda) {
+        if (g_rank == 0)
+            printf("SKIP mpi_enqueue: a device is present (tests/gpu/test_gpu_enqueue.c covers it)\n");
+        __atomic_store_n(&g_done, 1, __ATOMIC_SEQ_CST);
+        pthread_join(g_watchdog, NULL);
+        ptsc_finalize();
+        return 77;
+    }
+    if (R % 2) {
+        CHECK(0, "mpi_enqueue pairs ranks 0-1, 2-3, ...: %d ranks", R);
+        return test_finish("mpi_enqueue");
+    }
+    bar = calloc((size_t)T, sizeof *bar);
+    for (int t = 0; t < T; t++)
+        MPI_Comm_dup(MPI_COMM_WORLD, &bar[t]);
+    pthread_t th[64];
+    for (int t = 0; t < T && t < 64; t++)
+        pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
+    for (int t = 0; t < T && t < 64; t++)
+        pthread_join(th[t], NULL);
+    for (int t = 0; t < T; t++)
+        MPI_Comm_free(&bar[t]);
+    free(bar);
+    return test_finish("mpi_enqueue");
+}
