@@ -36,6 +36,12 @@ cudaError_t ptsc_tk_spin_fill_default(int *buf, size_t n, int seed, unsigned spi
 cudaError_t ptsc_tk_spin(unsigned spin_us, cudaStream_t s);
 /* Add to *bad (device or mapped memory) the elements that differ from the pattern of `seed`. */
 cudaError_t ptsc_tk_count_bad(const int *buf, size_t n, int seed, unsigned long long *bad, cudaStream_t s);
+/* The pattern of seed `base + *iter` (iter in device memory), for graphs
+ * whose every launch sends other data; its count of bad elements; ++*iter. */
+cudaError_t ptsc_tk_fill_iter(int *buf, size_t n, int base, const unsigned *iter, cudaStream_t s);
+cudaError_t ptsc_tk_count_bad_iter(const int *buf, size_t n, int base, const unsigned *iter,
+                                   unsigned long long *bad, cudaStream_t s);
+cudaError_t ptsc_tk_inc(unsigned *iter, cudaStream_t s);
 
 #ifdef __cplusplus
 }
