@@ -32,6 +32,7 @@ typedef struct {
 static ptsc_ctx_t *ctx;       /* the test thread's context, index 0 */
 static ptsc_ctx_t *other_ctx; /* the helper thread's context, index 1 */
 static ptsc_request_t other_req, null_req = PTSC_REQUEST_NULL;
+static ptsc_stream_request_t null_sreq = PTSC_STREAM_REQUEST_NULL, sreq;
 static MPI_Datatype uncommitted = MPI_DATATYPE_NULL;
 /* 2^30 doubles (8 GiB, a description only): INT_MAX of them exceed the
  * address space; 2 do not. */
@@ -281,6 +282,23 @@ static int body_ok(ptsc_ctx_t *c, void *arg)
     X(ialltoallv_null_req, PTSC_ERR_ARG, "request", ptsc_ialltoallv(ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_INT, NULL)) \
     X(ialltoallv_null_scounts, PTSC_ERR_ARG, "send count array", ptsc_ialltoallv(ctx, buf, NULL, zero, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
     X(ialltoallv_null_rtype, PTSC_ERR_ARG, "receive datatype", ptsc_ialltoallv(ctx, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_DATATYPE_NULL, &reqs[0])) \
+    /* Stream-ordered calls */ \
+    X(send_enqueue_null_buf, PTSC_ERR_NULL_BUFFER, "buffer", ptsc_send_enqueue(ctx, NULL, 1, MPI_INT, 0, 1, 0, NULL)) \
+    X(send_enqueue_neg_count, PTSC_ERR_COUNT, "count", ptsc_send_enqueue(ctx, buf, -1, MPI_INT, 0, 1, 0, NULL)) \
+    X(send_enqueue_uncommitted, PTSC_ERR_ARG, "datatype", ptsc_send_enqueue(ctx, buf, 1, uncommitted, 0, 1, 0, NULL)) \
+    X(send_enqueue_rank_high, PTSC_ERR_RANK, "rank", ptsc_send_enqueue(ctx, buf, 1, MPI_INT, 1, 1, 0, NULL)) \
+    X(send_enqueue_thread_high, PTSC_ERR_THREAD, "thread", ptsc_send_enqueue(ctx, buf, 1, MPI_INT, 0, 9, 0, NULL)) \
+    X(send_enqueue_tag_neg, PTSC_ERR_TAG, "tag", ptsc_send_enqueue(ctx, buf, 1, MPI_INT, 0, 1, -1, NULL)) \
+    X(send_enqueue_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_send_enqueue(other_ctx, buf, 1, MPI_INT, 0, 1, 0, NULL)) \
+    X(send_enqueue_stream_no_device, PTSC_ERR_ARG, "stream", ptsc_send_enqueue(ctx, buf, 1, MPI_INT, 0, 1, 0, buf)) \
+    X(recv_enqueue_any_rank, PTSC_ERR_RANK, "PTSC_ANY_RANK", ptsc_recv_enqueue(ctx, buf, 1, MPI_INT, PTSC_ANY_RANK, 1, 0, NULL)) \
+    X(recv_enqueue_null_buf, PTSC_ERR_NULL_BUFFER, "buffer", ptsc_recv_enqueue(ctx, NULL, 1, MPI_INT, 0, 1, 0, NULL)) \
+    X(isend_enqueue_null_req, PTSC_ERR_ARG, "request", ptsc_isend_enqueue(ctx, buf, 1, MPI_INT, 0, 1, 0, NULL, NULL)) \
+    X(irecv_enqueue_null_req, PTSC_ERR_ARG, "request", ptsc_irecv_enqueue(ctx, buf, 1, MPI_INT, 0, 1, 0, NULL, NULL)) \
+    X(irecv_enqueue_rank_neg, PTSC_ERR_RANK, "rank", ptsc_irecv_enqueue(ctx, buf, 1, MPI_INT, -2, 1, 0, NULL, &sreq)) \
+    X(wait_enqueue_null, PTSC_ERR_ARG, "request", ptsc_wait_enqueue(NULL, NULL)) \
+    X(enqueue_sync_other_ctx, PTSC_ERR_WRONG_THREAD, "context", ptsc_enqueue_sync(other_ctx, NULL)) \
+    X(enqueue_tag_max_null, PTSC_ERR_ARG, "tag_max", ptsc_enqueue_tag_max(NULL)) \
     /* OpenMP helpers */ \
     X(omp_run_null_fn, PTSC_ERR_ARG, "fn", ptsc_omp_run(2, NULL, NULL)) \
     X(omp_run_too_many, PTSC_ERR_THREAD, "threads", ptsc_omp_run(3, body_ok, NULL))
@@ -346,6 +364,13 @@ static int body_ok(ptsc_ctx_t *c, void *arg)
     X(nr_iscatterv, "ptsc_iscatterv", ptsc_iscatterv(NULL, buf, one, zero, MPI_INT, rbuf, 1, MPI_INT, 0, &reqs[0])) \
     X(nr_iallgatherv, "ptsc_iallgatherv", ptsc_iallgatherv(NULL, buf, 1, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
     X(nr_ialltoallv, "ptsc_ialltoallv", ptsc_ialltoallv(NULL, buf, one, zero, MPI_INT, rbuf, one, zero, MPI_INT, &reqs[0])) \
+    X(nr_send_enqueue, "ptsc_send_enqueue", ptsc_send_enqueue(NULL, buf, 1, MPI_INT, 0, 0, 0, NULL)) \
+    X(nr_recv_enqueue, "ptsc_recv_enqueue", ptsc_recv_enqueue(NULL, buf, 1, MPI_INT, 0, 0, 0, NULL)) \
+    X(nr_isend_enqueue, "ptsc_isend_enqueue", ptsc_isend_enqueue(NULL, buf, 1, MPI_INT, 0, 0, 0, NULL, &sreq)) \
+    X(nr_irecv_enqueue, "ptsc_irecv_enqueue", ptsc_irecv_enqueue(NULL, buf, 1, MPI_INT, 0, 0, 0, NULL, NULL)) \
+    X(nr_wait_enqueue, "ptsc_wait_enqueue", ptsc_wait_enqueue(&null_sreq, NULL)) \
+    X(nr_enqueue_sync, "ptsc_enqueue_sync", ptsc_enqueue_sync(NULL, NULL)) \
+    X(nr_enqueue_tag_max, "ptsc_enqueue_tag_max", ptsc_enqueue_tag_max(&idx)) \
     X(nr_omp_run, "ptsc_omp_run", ptsc_omp_run(1, body_ok, NULL))
 /* clang-format on */
 
