@@ -492,6 +492,22 @@ PTSC_API int ptsc_wait_enqueue(ptsc_stream_request_t *req, void *stream);
  */
 PTSC_API int ptsc_enqueue_sync(ptsc_ctx_t *ctx, void *stream);
 
+/**
+ * Queue an allreduce over the lane (thread `index` of every rank, as
+ * ptsc_allreduce) on `stream`: the stream copies `sbuf` (MPI_IN_PLACE:
+ * `rbuf`) into a staging block, waits until every rank's contribution is
+ * folded (in rank order, so every rank gets the same bits and
+ * non-commutative operations their MPI meaning), and copies the result
+ * into `rbuf`. Every rank's thread of the index must call it, in the same
+ * order; it matches no host-side collective. A contiguous datatype; a
+ * predefined operation on a datatype MPI defines it for, or any operation
+ * of MPI_Op_create (both must outlive a graph that captured the call).
+ * @return as ptsc_send_enqueue (PTSC_ERR_UNSUPPORTED also for an
+ *         operation not defined on the datatype), PTSC_ERR_ARG for MPI_OP_NULL.
+ */
+PTSC_API int ptsc_allreduce_enqueue(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count,
+                                    MPI_Datatype type, MPI_Op op, void *stream);
+
 /** Largest tag of the enqueued calls (their tags share MPI's tag space with the thread indices). */
 PTSC_API int ptsc_enqueue_tag_max(int *tag_max);
 

@@ -60,9 +60,10 @@
 #include <string.h>
 
 enum { W_REQ = 0, W_ACK, W_DONE, W_FIN, W_N };
-enum { K_SEND = 0, K_RECV, K_ISEND, K_IRECV };
-/* Proxy side: waiting for REQ, probing, MPI holds it, waiting for FIN. */
-enum { P_IDLE = 0, P_PROBE, P_MPI, P_FIN };
+enum { K_SEND = 0, K_RECV, K_ISEND, K_IRECV, K_ALLREDUCE };
+/* Proxy side: waiting for REQ, probing, MPI holds it, waiting for FIN;
+ * an allreduce's root gathering the contributions. */
+enum { P_IDLE = 0, P_PROBE, P_MPI, P_FIN, P_GATHER };
 
 #define CELL 64 /* the words' cell, a cache line before the staging bytes */
 #define NCLASS 48
@@ -82,8 +83,13 @@ struct ptsc_stream_request {
     int cls, dev;                /* the block's size class; pinned and mapped */
     /* The proxy's own. */
     int st;
-    unsigned long long seq; /* order in which the stream posted it */
-    MPI_Request mr;
+    unsigned long long seq;  /* order in which the stream posted it */
+    MPI_Request mr[2], *mrs; /* mrs: nmr requests MPI holds (mr, or an allreduce root's own array) */
+    int nmr;
+    /* An allreduce: the lane's reduction, its data one `bytes` slot per rank at the root. */
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
     uint64_t since;
     int warned;
 };
@@ -98,15 +104,19 @@ static struct {
     op_t *ops;                    /* the proxy's own list */
     atomic_int live;              /* ops armed and not yet recycled */
     char *free_blocks[2][NCLASS]; /* [with a device][size class] */
-    MPI_Comm comm;
+    MPI_Comm comm;                /* point-to-point */
+    MPI_Comm ccomm;               /* allreduce: tags 2 * thread (to the root), 2 * thread + 1 (the result) */
     int tag_max, nthreads;
     unsigned long long seq;
     atomic_int *err; /* per index: the first failure not yet reported */
     char (*detail)[PTSC__DETAIL_LEN];
-} Q = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .comm = MPI_COMM_NULL};
+} Q = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER,
+       .comm = MPI_COMM_NULL,
+       .ccomm = MPI_COMM_NULL};
 
 static const char *const kind_name[] = {"ptsc_send_enqueue", "ptsc_recv_enqueue", "ptsc_isend_enqueue",
-                                        "ptsc_irecv_enqueue"};
+                                        "ptsc_irecv_enqueue", "ptsc_allreduce_enqueue"};
 
 static int on_device(const ptsc_ctx_t *ctx) { return ptsc__g.ndevices > 0 && ctx->device >= 0; }
 
@@ -176,6 +186,13 @@ static void block_free(char *b, int dev)
         free(b);
 }
 
+static void op_free(op_t *o)
+{
+    if (o->mrs && o->mrs != o->mr)
+        free(o->mrs);
+    free(o);
+}
+
 /* ---- errors kept for the owner ------------------------------------------ */
 
 static void fail(op_t *o, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -226,6 +243,65 @@ static void fail_mpi(op_t *o, int mrc, const char *what)
     finish(o);
 }
 
+/* The allreduce of a lane (thread `index` of every rank): each rank sends
+ * its contribution to rank 0, which folds them in rank order (x0 op x1 op
+ * ... , so a non-commutative operation gives MPI's answer, and every rank
+ * the same bits) with MPI_Reduce_local and sends the result back. */
+static int slot_bytes(const op_t *o) { return (int)o->bytes; }
+
+static void allreduce_start(op_t *o)
+{
+    int n = ptsc__g.nranks, mrc = MPI_SUCCESS, t = o->index;
+    char *d = o->block + CELL;
+    if (n == 1) {
+        finish(o);
+        return;
+    }
+    if (ptsc__g.rank != 0) {
+        if ((mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, 0, 2 * t, Q.ccomm, &o->mr[0])) != MPI_SUCCESS ||
+            (mrc = MPI_Irecv(d, slot_bytes(o), MPI_BYTE, 0, 2 * t + 1, Q.ccomm, &o->mr[1])) != MPI_SUCCESS) {
+            if (mrc != MPI_SUCCESS && o->mr[0] != MPI_REQUEST_NULL)
+                MPI_Wait(&o->mr[0], MPI_STATUS_IGNORE); /* an eager contribution; the root fails alike */
+            fail_mpi(o, mrc, "MPI_Isend/MPI_Irecv of an allreduce");
+            return;
+        }
+        o->mrs = o->mr;
+        o->nmr = 2;
+        o->st = P_MPI;
+        return;
+    }
+    for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
+        mrc = MPI_Irecv(d + (size_t)r * o->bytes, slot_bytes(o), MPI_BYTE, r, 2 * t, Q.ccomm, &o->mrs[r - 1]);
+    if (mrc != MPI_SUCCESS) {
+        fail_mpi(o, mrc, "MPI_Irecv of an allreduce's contribution");
+        return;
+    }
+    o->nmr = n - 1;
+    o->st = P_GATHER;
+}
+
+/* The root has every contribution: fold, then send the result to each rank. */
+static void allreduce_fold(op_t *o)
+{
+    int n = ptsc__g.nranks, mrc = MPI_SUCCESS, t = o->index;
+    char *d = o->block + CELL;
+    for (int r = 1; r < n && mrc == MPI_SUCCESS; r++) /* x_r = acc op x_r, in rank order */
+        mrc = MPI_Reduce_local(d + (size_t)(r - 1) * o->bytes, d + (size_t)r * o->bytes, o->count, o->type,
+                               o->op);
+    if (mrc != MPI_SUCCESS) {
+        fail_mpi(o, mrc, "MPI_Reduce_local");
+        return;
+    }
+    memcpy(d, d + (size_t)(n - 1) * o->bytes, o->bytes);
+    for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
+        mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, r, 2 * t + 1, Q.ccomm, &o->mrs[r - 1]);
+    if (mrc != MPI_SUCCESS) {
+        fail_mpi(o, mrc, "MPI_Isend of an allreduce's result");
+        return;
+    }
+    o->st = P_MPI;
+}
+
 static void start(op_t *o)
 {
     o->seq = ++Q.seq;
@@ -236,12 +312,16 @@ static void start(op_t *o)
         return;
     }
     if (o->kind == K_SEND || o->kind == K_ISEND) {
-        int mrc = MPI_Isend(o->block + CELL, (int)o->bytes, MPI_BYTE, o->rank, o->mtag, Q.comm, &o->mr);
+        int mrc = MPI_Isend(o->block + CELL, (int)o->bytes, MPI_BYTE, o->rank, o->mtag, Q.comm, &o->mr[0]);
         if (mrc != MPI_SUCCESS) {
             fail_mpi(o, mrc, "MPI_Isend");
             return;
         }
+        o->mrs = o->mr;
+        o->nmr = 1;
         o->st = P_MPI;
+    } else if (o->kind == K_ALLREDUCE) {
+        allreduce_start(o);
     } else {
         o->st = P_PROBE;
     }
@@ -275,10 +355,13 @@ static int probe(op_t *o)
         return 0;
     MPI_Get_count(&s, MPI_BYTE, &n);
     if ((size_t)n <= o->bytes) {
-        if ((mrc = MPI_Imrecv(o->block + CELL, n, MPI_BYTE, &m, &o->mr)) != MPI_SUCCESS)
+        if ((mrc = MPI_Imrecv(o->block + CELL, n, MPI_BYTE, &m, &o->mr[0])) != MPI_SUCCESS) {
             fail_mpi(o, mrc, "MPI_Imrecv");
-        else
+        } else {
+            o->mrs = o->mr;
+            o->nmr = 1;
             o->st = P_MPI;
+        }
         return 1;
     }
     /* Longer than the buffer: take it whole aside, keep what fits. */
@@ -337,11 +420,13 @@ static int pass(int *busy)
         case P_PROBE:
             moved |= probe(o);
             break;
-        case P_MPI: {
-            MPI_Status s;
-            int mrc = MPI_Test(&o->mr, &flag, &s);
+        case P_MPI:
+        case P_GATHER: {
+            int mrc = MPI_Testall(o->nmr, o->mrs, &flag, MPI_STATUSES_IGNORE);
             if (mrc != MPI_SUCCESS)
-                fail_mpi(o, mrc, "MPI_Test");
+                fail_mpi(o, mrc, "MPI_Testall");
+            else if (flag && o->st == P_GATHER)
+                allreduce_fold(o);
             else if (flag)
                 finish(o);
             moved |= flag || mrc != MPI_SUCCESS;
@@ -351,14 +436,14 @@ static int pass(int *busy)
             if (word(o, W_FIN)) {
                 *pp = o->next;
                 block_put(o);
-                free(o);
+                op_free(o);
                 atomic_fetch_sub(&Q.live, 1);
                 moved = 1;
                 continue;
             }
             break;
         }
-        if (o->st == P_PROBE || o->st == P_MPI) {
+        if (o->st == P_PROBE || o->st == P_MPI || o->st == P_GATHER) {
             *busy = 1;
             if (!now)
                 now = ptsc__now_ns();
@@ -552,7 +637,52 @@ static int check_args(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatype
     return take_error((*ctx)->index);
 }
 
-/* Queue one operation's steps on the stream (see the top of the file). */
+/* Queue an operation's steps on the stream (see the top of the file); `in`:
+ * what is copied into the block first (NULL: nothing). */
+static int queue(op_t *o, const lane_t *L, const void *in, op_t **out)
+{
+    char *pin = o->block + CELL;
+    int rc = PTSC_OK, kind = o->kind, blocking = kind == K_SEND || kind == K_RECV || kind == K_ALLREDUCE;
+    /* From the first queued step on, the block is the stream's. */
+    int queued = 0, armed = 0;
+    if (in && (rc = s_copy(L, pin, in, o->bytes)) == PTSC_OK)
+        queued = 1;
+    if (rc == PTSC_OK && (rc = s_write(L, o, W_REQ, 1)) == PTSC_OK) {
+        queued = 1;
+        if ((rc = arm(o)) == PTSC_OK)
+            armed = 1;
+    }
+    if (rc == PTSC_OK) {
+        if (blocking) { /* wait DONE; lower it; copy out; FIN */
+            if ((rc = s_wait(L, o, W_DONE, 1)) == PTSC_OK && (rc = s_write(L, o, W_DONE, 0)) == PTSC_OK &&
+                (kind == K_SEND || (rc = s_copy(L, o->buf, pin, o->bytes)) == PTSC_OK))
+                rc = s_write(L, o, W_FIN, 1);
+        } else { /* wait until posted; lower it (ptsc_wait_enqueue does the rest) */
+            if ((rc = s_wait(L, o, W_ACK, 1)) == PTSC_OK)
+                rc = s_write(L, o, W_ACK, 0);
+        }
+    }
+    if (rc != PTSC_OK) {
+        if (!queued) {
+            block_put(o);
+            op_free(o);
+            return rc;
+        }
+        /* The stream may still write the words: the proxy keeps the block
+         * until finalize and answers the stream. Not armed (its thread
+         * could not start): the block is left alone for good. */
+        atomic_store(&o->persistent, 1);
+        atomic_store(&o->broken, 1);
+        if (!armed)
+            (void)arm(o);
+        return rc;
+    }
+    if (out)
+        *out = o;
+    return PTSC_OK;
+}
+
+/* A point-to-point call: checks, then its steps. */
 static int enqueue(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype type, int rank, int thread,
                    int tag, void *stream, op_t **out)
 {
@@ -586,52 +716,111 @@ static int enqueue(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype
     int dst = kind == K_SEND || kind == K_ISEND ? thread : ctx->index;
     o->mtag = (tag * T + src) * T + dst;
     if ((rc = block_get(o, bytes, L.dev)) != PTSC_OK) {
-        free(o);
+        op_free(o);
         return rc;
     }
-    char *pin = o->block + CELL;
-    /* From the first queued step on, the block is the stream's. */
-    int queued = 0, armed = 0;
-    if (kind == K_SEND || kind == K_ISEND) { /* the message into the block */
-        if ((rc = s_copy(&L, pin, buf, bytes)) == PTSC_OK)
-            queued = 1;
-    }
-    if (rc == PTSC_OK && (rc = s_write(&L, o, W_REQ, 1)) == PTSC_OK) {
-        queued = 1;
-        if ((rc = arm(o)) == PTSC_OK)
-            armed = 1;
-    }
-    if (rc == PTSC_OK) {
-        if (kind == K_SEND || kind == K_RECV) { /* wait DONE; lower it; copy out; FIN */
-            if ((rc = s_wait(&L, o, W_DONE, 1)) == PTSC_OK && (rc = s_write(&L, o, W_DONE, 0)) == PTSC_OK &&
-                (kind == K_SEND || (rc = s_copy(&L, buf, pin, bytes)) == PTSC_OK))
-                rc = s_write(&L, o, W_FIN, 1);
-        } else { /* wait until posted; lower it (ptsc_wait_enqueue does the rest) */
-            if ((rc = s_wait(&L, o, W_ACK, 1)) == PTSC_OK)
-                rc = s_write(&L, o, W_ACK, 0);
-        }
-    }
-    if (rc != PTSC_OK) {
-        if (!queued) {
-            block_put(o);
-            free(o);
-            return rc;
-        }
-        /* The stream may still write the words: the proxy keeps the block
-         * until finalize and answers the stream. Not armed (its thread
-         * could not start): the block is left alone for good. */
-        atomic_store(&o->persistent, 1);
-        atomic_store(&o->broken, 1);
-        if (!armed)
-            (void)arm(o);
-        return rc;
-    }
-    if (out)
-        *out = o;
-    return PTSC_OK;
+    return queue(o, &L, kind == K_SEND || kind == K_ISEND ? buf : NULL, out);
 }
 
 /* ---- the calls -------------------------------------------------------------- */
+
+/* Predefined operations on predefined datatypes: the pairs MPI defines
+ * (MPI_Reduce_local, called by the proxy, reports others through
+ * MPI_COMM_WORLD's error handler, which aborts by default). */
+static int op_suits(MPI_Op op, MPI_Datatype t)
+{
+    static const MPI_Datatype ints[] = {
+        MPI_INT,         MPI_LONG,          MPI_SHORT,          MPI_LONG_LONG,
+        MPI_UNSIGNED,    MPI_UNSIGNED_LONG, MPI_UNSIGNED_SHORT, MPI_UNSIGNED_LONG_LONG,
+        MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR, MPI_INT8_T,         MPI_INT16_T,
+        MPI_INT32_T,     MPI_INT64_T,       MPI_UINT8_T,        MPI_UINT16_T,
+        MPI_UINT32_T,    MPI_UINT64_T};
+    static const MPI_Datatype floats[] = {MPI_FLOAT, MPI_DOUBLE, MPI_LONG_DOUBLE};
+    static const MPI_Datatype pairs[] = {MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT,
+                                         MPI_SHORT_INT};
+    int in_ints = 0, in_floats = 0, in_pairs = 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        in_ints |= t == ints[i];
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        in_floats |= t == floats[i];
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        in_pairs |= t == pairs[i];
+    if (op == MPI_SUM || op == MPI_PROD || op == MPI_MAX || op == MPI_MIN)
+        return in_ints || in_floats;
+    if (op == MPI_BAND || op == MPI_BOR || op == MPI_BXOR)
+        return in_ints || t == MPI_BYTE;
+    if (op == MPI_LAND || op == MPI_LOR || op == MPI_LXOR)
+        return in_ints || t == MPI_C_BOOL;
+    if (op == MPI_MAXLOC || op == MPI_MINLOC)
+        return in_pairs;
+    return op == MPI_REPLACE || op == MPI_NO_OP ? 0 : -1; /* -1: a user's operation */
+}
+
+int ptsc_allreduce_enqueue(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int count, MPI_Datatype type,
+                           MPI_Op op, void *stream)
+{
+    const char *call = "ptsc_allreduce_enqueue";
+    size_t bytes = 0, sbytes = 0;
+    lane_t L;
+    int in_place = sbuf == MPI_IN_PLACE, capturing = 0;
+    int rc = ptsc__ctx_resolve(&ctx, call);
+    if (rc == PTSC_OK)
+        rc = ptsc__check_buf_side(rbuf, count, type, call, "receive", &bytes);
+    if (rc == PTSC_OK && !in_place)
+        rc = ptsc__check_buf_side(sbuf, count, type, call, "send", &sbytes);
+    if (rc == PTSC_OK && op == MPI_OP_NULL)
+        rc = ptsc__err(PTSC_ERR_ARG, "%s: op is MPI_OP_NULL", call);
+    if (rc == PTSC_OK && bytes && !ptsc__type_is_contiguous(type))
+        rc =
+            ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: only contiguous datatypes are staged in stream order", call);
+    if (rc == PTSC_OK && bytes * (size_t)ptsc__g.nranks > (size_t)INT32_MAX)
+        rc = ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: %zu bytes x %d ranks; at most 2 GiB - 1 at the root", call,
+                       bytes, ptsc__g.nranks);
+    if (rc == PTSC_OK && op_suits(op, type) == 0)
+        rc =
+            ptsc__err(PTSC_ERR_UNSUPPORTED,
+                      "%s: this predefined operation is not defined on this datatype in stream order "
+                      "(sums, products, maxima and minima of integers and floating types; bitwise operations "
+                      "of integers and MPI_BYTE; logical ones of integers and MPI_C_BOOL; MAXLOC and MINLOC "
+                      "of pair types; or an operation of MPI_Op_create)",
+                      call);
+    if (rc == PTSC_OK)
+        rc = take_error(ctx->index);
+    if (rc == PTSC_OK)
+        rc = lane_of(ctx, stream, call, &L);
+    if (rc == PTSC_OK)
+        rc = check_buffer(&L, rbuf, bytes, call);
+    if (rc == PTSC_OK && !in_place)
+        rc = check_buffer(&L, sbuf, bytes, call);
+    if (rc == PTSC_OK && L.dev)
+        rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing);
+    if (rc != PTSC_OK)
+        return rc;
+    int root = ptsc__g.rank == 0 && ptsc__g.nranks > 1;
+    op_t *o = calloc(1, sizeof *o);
+    if (o && root && !(o->mrs = calloc((size_t)ptsc__g.nranks - 1, sizeof *o->mrs))) {
+        free(o);
+        o = NULL;
+    }
+    if (!o)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: operation", call);
+    o->kind = K_ALLREDUCE;
+    atomic_init(&o->persistent, capturing);
+    atomic_init(&o->broken, 0);
+    o->index = ctx->index;
+    o->rank = o->thread = -1;
+    o->tag = -1;
+    o->bytes = bytes;
+    o->buf = rbuf;
+    o->count = count;
+    o->type = type;
+    o->op = op;
+    if ((rc = block_get(o, root ? bytes * (size_t)ptsc__g.nranks : bytes, L.dev)) != PTSC_OK) {
+        op_free(o);
+        return rc;
+    }
+    return queue(o, &L, in_place ? rbuf : sbuf, NULL);
+}
 
 int ptsc_send_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank, int thread,
                       int tag, void *stream)
@@ -760,8 +949,18 @@ int ptsc__enqueue_setup(MPI_Comm world)
         Q.detail = NULL;
         return ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
     }
+    if ((mrc = MPI_Comm_dup(world, &Q.ccomm)) != MPI_SUCCESS) {
+        MPI_Comm_free(&Q.comm);
+        free(Q.err);
+        free(Q.detail);
+        Q.err = NULL;
+        Q.detail = NULL;
+        return ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
+    }
     MPI_Comm_set_errhandler(Q.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(Q.ccomm, MPI_ERRORS_RETURN);
     MPI_Comm_set_name(Q.comm, "ptsc enqueue");
+    MPI_Comm_set_name(Q.ccomm, "ptsc enqueue allreduce");
     return PTSC_OK;
 }
 
@@ -806,18 +1005,19 @@ void ptsc__enqueue_teardown(void)
                       "ptsc_finalize: %s of thread %d %s rank %d thread %d, tag %d never completed",
                       kind_name[o->kind], o->index, o->kind == K_SEND || o->kind == K_ISEND ? "to" : "from",
                       o->rank, o->thread, o->tag);
-            if (o->st == P_PROBE || o->st == P_MPI) {
-                if (o->st == P_MPI && (o->kind == K_RECV || o->kind == K_IRECV))
-                    MPI_Cancel(&o->mr);
-                if (o->st == P_MPI)
-                    MPI_Request_free(&o->mr);
+            for (int k = 0; (o->st == P_MPI || o->st == P_GATHER) && k < o->nmr; k++) {
+                if (o->mrs[k] == MPI_REQUEST_NULL)
+                    continue;
+                if (o->kind == K_RECV || o->kind == K_IRECV)
+                    MPI_Cancel(&o->mrs[k]);
+                MPI_Request_free(&o->mrs[k]);
             }
             set_word(o, W_ACK, 1); /* no stream waits forever */
             set_word(o, W_DONE, 1);
         } else {
             block_free(o->block, o->dev);
         }
-        free(o);
+        op_free(o);
     }
     Q.ops = NULL;
     for (int dev = 0; dev < 2; dev++)
@@ -828,7 +1028,8 @@ void ptsc__enqueue_teardown(void)
             }
     memset(Q.free_blocks, 0, sizeof Q.free_blocks);
     MPI_Comm_free(&Q.comm);
-    Q.comm = MPI_COMM_NULL;
+    MPI_Comm_free(&Q.ccomm);
+    Q.comm = Q.ccomm = MPI_COMM_NULL;
     free(Q.err);
     free(Q.detail);
     Q.err = NULL;

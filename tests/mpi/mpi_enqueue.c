@@ -18,6 +18,10 @@
  *   trunc     a 400-byte message into a 40-byte receive: the receive is
  *             filled with the first 40 bytes and ptsc_enqueue_sync returns
  *             PTSC_ERR_TRUNCATE; the next message (tag alike) arrives whole.
+ *   allreduce ptsc_allreduce_enqueue over each thread's lane (thread t of
+ *             every rank): a sum of 1000 ints, a maximum in place, and a
+ *             non-commutative operation of MPI_Op_create whose answer
+ *             spells the ranks in order (1, 12, 1234, ...).
  *   args      bad arguments: each refused with its status, nothing sent.
  *
  * Skips (77) on a rank with a device: tests/gpu/test_gpu_enqueue.c covers
@@ -149,6 +153,49 @@ static int trunc_case(ptsc_ctx_t *ctx, int t, int peer, int sender)
     return ptsc_enqueue_sync(ctx, NULL);
 }
 
+/* in op inout, digit by digit: x0 op x1 op ... gives the digits of x0, x1, ... in order. */
+static void digits(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    for (int i = 0; i < *len; i++)
+        ((long long *)inout)[i] = ((long long *)in)[i] * 10 + ((long long *)inout)[i];
+}
+
+static int allreduce(ptsc_ctx_t *ctx, int t)
+{
+    enum { N = 1000 };
+    int *a = malloc(N * sizeof(int)), *b = malloc(N * sizeof(int));
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++)
+            a[i] = g_rank * 1000 + t * 7 + i + round, b[i] = -1;
+        CHECK_OK(ptsc_allreduce_enqueue(ctx, a, b, N, MPI_INT, MPI_SUM, NULL));
+        int bad = 0;
+        for (int i = 0; i < N; i++)
+            bad += b[i] != 1000 * R * (R - 1) / 2 + R * (t * 7 + i + round);
+        CHECK(bad == 0, "allreduce sum, thread %d round %d: %d of %d wrong (b[0] = %d)", t, round, bad, N,
+              b[0]);
+        for (int i = 0; i < N; i++)
+            a[i] = (i + g_rank) % R;
+        CHECK_OK(ptsc_allreduce_enqueue(ctx, MPI_IN_PLACE, a, N, MPI_INT, MPI_MAX, NULL));
+        bad = 0;
+        for (int i = 0; i < N; i++)
+            bad += a[i] != R - 1;
+        CHECK(bad == 0, "allreduce max in place, thread %d: %d of %d wrong", t, bad, N);
+    }
+    MPI_Op op;
+    MPI_Op_create(digits, 0, &op);
+    long long x[3] = {g_rank + 1, g_rank + 1, 0}, y[3], want = 0;
+    for (int r = 0; r < R; r++)
+        want = want * 10 + r + 1;
+    CHECK_OK(ptsc_allreduce_enqueue(ctx, x, y, 3, MPI_LONG_LONG, op, NULL));
+    CHECK(y[0] == want && y[1] == want && y[2] == 0,
+          "non-commutative allreduce: %lld %lld %lld, expected %lld", y[0], y[1], y[2], want);
+    MPI_Op_free(&op);
+    free(a);
+    free(b);
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
 #define REFUSED(call, status)                                                                         \
     do {                                                                                              \
         int rc_ = (call);                                                                             \
@@ -183,6 +230,10 @@ static int args(ptsc_ctx_t *ctx, int t, int peer)
     REFUSED(ptsc_wait_enqueue(NULL, NULL), PTSC_ERR_ARG);
     REFUSED(ptsc_wait_enqueue(&rq, NULL), PTSC_OK); /* a null request is complete */
     REFUSED(ptsc_enqueue_tag_max(NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_allreduce_enqueue(ctx, x, x + 1, 1, MPI_BYTE, MPI_SUM, NULL), PTSC_ERR_UNSUPPORTED);
+    REFUSED(ptsc_allreduce_enqueue(ctx, x, x + 1, 1, MPI_INT, MPI_OP_NULL, NULL), PTSC_ERR_ARG);
+    REFUSED(ptsc_allreduce_enqueue(ctx, x, x + 2, 1, vec, MPI_SUM, NULL), PTSC_ERR_UNSUPPORTED);
+    REFUSED(ptsc_allreduce_enqueue(ctx, x, NULL, 1, MPI_INT, MPI_SUM, NULL), PTSC_ERR_NULL_BUFFER);
     MPI_Type_free(&vec);
     /* Nothing of the above was sent: a message now is the first the peer gets. */
     x[0] = 1000 + t;
@@ -210,6 +261,7 @@ static int run(int t)
     CHECK_OK(progress(ctx, t, peer, low));
     CHECK_OK(progress(ctx, t, peer, !low));
     CHECK_OK(trunc_case(ctx, t, peer, low));
+    CHECK_OK(allreduce(ctx, t));
     return ptsc_thread_detach();
 }
 
