@@ -17,9 +17,12 @@
  *   graph   one exchange captured into a CUDA graph on a stream of the
  *           thread's own (fill with the launch count as seed, isend,
  *           irecv, both waits, count the peer's data for the same launch,
- *           launch count + 1), launched GRAPH_LAUNCHES times back to back:
- *           every launch must exchange its own data, and the count must
- *           reach GRAPH_LAUNCHES.
+ *           an allreduce of rank 0's fill and rank 1's zeros, count the sum
+ *           against the fill, launch count + 1), launched GRAPH_LAUNCHES
+ *           times back to back: every launch must exchange and reduce its
+ *           own data, and the count must reach GRAPH_LAUNCHES.
+ *   allred  ptsc_allreduce_enqueue of device ints behind a producer kernel,
+ *           in place and not, 4 B .. 4 MiB, checked on the host.
  *   errors  a 400-byte message into a 40-byte receive (PTSC_ERR_TRUNCATE at
  *           the sync, the next message whole); the legacy stream and
  *           pageable host memory refused; a captured request's wait outside
@@ -103,11 +106,13 @@ static void sizes_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
 static void graph_case(ptsc_ctx_t *ctx, int t)
 {
     cudaStream_t g = NULL;
-    int *sb = NULL, *rb = NULL;
+    int *sb = NULL, *rb = NULL, *ab = NULL, *ar = NULL;
     unsigned *iter = NULL, launches = 0;
     GT_CUDA(cudaStreamCreateWithFlags(&g, cudaStreamNonBlocking));
     GT_CUDA(cudaMalloc((void **)&sb, GRAPH_INTS * sizeof(int)));
     GT_CUDA(cudaMalloc((void **)&rb, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&ab, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&ar, GRAPH_INTS * sizeof(int)));
     GT_CUDA(cudaMalloc((void **)&iter, sizeof *iter));
     GT_CUDA(cudaMemsetAsync(iter, 0, sizeof *iter, g));
     GT_CUDA(cudaStreamSynchronize(g));
@@ -128,6 +133,13 @@ static void graph_case(ptsc_ctx_t *ctx, int t)
     if (rc == PTSC_OK)
         rc = ptsc_wait_enqueue(&rr, g);
     GT_CUDA(ptsc_tk_count_bad_iter(rb, GRAPH_INTS, base_peer, iter, &bad_[t], g));
+    if (rank_ == 0)
+        GT_CUDA(ptsc_tk_fill_iter(ab, GRAPH_INTS, 7 + t, iter, g));
+    else
+        GT_CUDA(cudaMemsetAsync(ab, 0, GRAPH_INTS * sizeof(int), g));
+    if (rc == PTSC_OK)
+        rc = ptsc_allreduce_enqueue(ctx, ab, ar, GRAPH_INTS, MPI_INT, MPI_SUM, g);
+    GT_CUDA(ptsc_tk_count_bad_iter(ar, GRAPH_INTS, 7 + t, iter, &bad_[t], g));
     GT_CUDA(ptsc_tk_inc(iter, g));
     GT_CHECK(rc == PTSC_OK, "graph: thread %d: an enqueue call under capture returned %s: %s", t,
              ptsc_status_name(rc), ptsc_last_error());
@@ -161,8 +173,36 @@ static void graph_case(ptsc_ctx_t *ctx, int t)
     bad_[t] = 0;
     GT_CUDA(cudaFree(sb));
     GT_CUDA(cudaFree(rb));
+    GT_CUDA(cudaFree(ab));
+    GT_CUDA(cudaFree(ar));
     GT_CUDA(cudaFree(iter));
     GT_CUDA(cudaStreamDestroy(g));
+}
+
+static void allreduce_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
+{
+    size_t max = 1u << 20;
+    int *d = NULL, *r = NULL, *h = malloc(max * sizeof(int));
+    GT_CUDA(cudaMalloc((void **)&d, max * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&r, max * sizeof(int)));
+    for (size_t n = 1, k = 0; n <= max && h; n *= 16, k++) {
+        /* rank 0: the pattern, rank 1: the pattern of another seed; the sum is checked on the host. */
+        int seed = SEED(t, 400 + (int)k) + 37 * rank_, in_place = k % 2;
+        GT_CUDA(ptsc_tk_spin_fill(d, n, seed, SPIN_US, s));
+        GT_OK(ptsc_allreduce_enqueue(ctx, in_place ? MPI_IN_PLACE : d, in_place ? d : r, (int)n, MPI_INT,
+                                     MPI_SUM, NULL));
+        GT_OK(ptsc_enqueue_sync(ctx, NULL));
+        GT_CUDA(cudaMemcpy(h, in_place ? d : r, n * sizeof(int), cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            bad += h[i] != (int)((unsigned)ptsc_tk_pattern(SEED(t, 400 + (int)k), i) +
+                                 (unsigned)ptsc_tk_pattern(SEED(t, 400 + (int)k) + 37, i));
+        GT_CHECK(bad == 0, "allreduce: thread %d, %zu ints%s: %zu wrong", t, n, in_place ? " in place" : "",
+                 bad);
+    }
+    free(h);
+    GT_CUDA(cudaFree(d));
+    GT_CUDA(cudaFree(r));
 }
 
 static void errors_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
@@ -205,6 +245,7 @@ static void *thread_main(void *arg)
         order_case(ctx, t, s, low ^ round);
     sizes_case(ctx, t, s);
     graph_case(ctx, t);
+    allreduce_case(ctx, t, s);
     errors_case(ctx, t, s);
     GT_OK(ptsc_thread_detach());
     return NULL;
