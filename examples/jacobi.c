@@ -14,10 +14,19 @@
  * reads them (and stages them when MPI is not CUDA-aware), so there is no
  * cudaDeviceSynchronize here, and no thread waits for another's kernels.
  *
+ * --exchange enqueue queues the halo exchange on the thread's stream
+ * instead (ptsc_irecv_enqueue / ptsc_isend_enqueue / ptsc_wait_enqueue
+ * between the kernels): the host thread only launches, and synchronises
+ * once after the loop. --exchange graph (device) captures two iterations,
+ * exchange and kernel each, into a CUDA graph and launches it ITERS / 2
+ * times. Without a device, enqueue runs the same calls with the calling
+ * thread as the stream.
+ *
  * At the end every block is sent to (rank 0, thread 0), which compares the
  * plate with a serial run and prints a checksum and PASS or FAIL.
  *
  *   mpiexec -n 2 ./jacobi [-x NX] [-y NY] [-i ITERS] [-t THREADS] [--device | --host]
+ *                         [--exchange host | enqueue | graph]
  *
  * Exit status: 0 PASS, 1 FAIL or error, 2 bad usage, 77 --device without a
  * usable device (the test-suite "skipped" code).
@@ -38,15 +47,24 @@ int jk_alloc(int device, size_t bytes, void **p);
 int jk_free(void *p);
 int jk_upload(void *dst, const void *src, size_t bytes, void *stream);
 int jk_step(double *v, const double *u, int rows, int cols, void *stream);
+int jk_stream_create(void **s);
+int jk_stream_destroy(void *s);
+int jk_stream_sync(void *s);
+int jk_capture_begin(void *s);
+int jk_capture_end(void *s, void **exec);
+int jk_graph_launch(void *exec, void *s);
+int jk_graph_free(void *exec);
 #endif
 
 enum { TAG_DOWN = 1, TAG_UP = 2, TAG_GATHER = 3 };
+enum { X_HOST = 0, X_ENQUEUE, X_GRAPH }; /* --exchange */
 enum { EXIT_SKIP = 77 };
 
 typedef struct {
     int nx, ny, iters;
     int nranks, rank, nthreads; /* T threads per rank, P = nranks * T blocks */
     int device;                 /* 1: blocks on the GPU */
+    int exchange;               /* X_*: how the halos travel */
     double *plate;              /* rank 0: the gathered (ny+2) x (nx+2) result */
     double *seconds;            /* per thread: time of the iteration loop */
 } job_t;
@@ -118,6 +136,37 @@ static double *alloc_plate(int rows, int nx, int row0, int ny)
     return p;
 }
 
+/* One iteration in stream order, on `stream` (NULL: the bound stream):
+ * the halo rows of u queued as enqueued receives and sends, their waits,
+ * then the sweep into v. Nothing here waits on the host (without a
+ * device, the calls themselves are the stream). */
+static void iterate_enqueued(ptsc_ctx_t *ctx, const job_t *job, double *u, double *v, int nr, int up,
+                             int down, void *stream)
+{
+    const int w = job->nx + 2, T = job->nthreads;
+    ptsc_stream_request_t req[4];
+    int n = 0;
+    if (up >= 0) {
+        CHECK(ptsc_irecv_enqueue(ctx, u, w, MPI_DOUBLE, up / T, up % T, TAG_DOWN, stream, &req[n++]));
+        CHECK(ptsc_isend_enqueue(ctx, u + w, w, MPI_DOUBLE, up / T, up % T, TAG_UP, stream, &req[n++]));
+    }
+    if (down >= 0) {
+        CHECK(ptsc_irecv_enqueue(ctx, u + (size_t)(nr + 1) * w, w, MPI_DOUBLE, down / T, down % T, TAG_UP,
+                                 stream, &req[n++]));
+        CHECK(ptsc_isend_enqueue(ctx, u + (size_t)nr * w, w, MPI_DOUBLE, down / T, down % T, TAG_DOWN, stream,
+                                 &req[n++]));
+    }
+    for (int k = 0; k < n; k++)
+        CHECK(ptsc_wait_enqueue(&req[k], stream));
+#ifdef PTSC_HAVE_NVCC
+    if (job->device) {
+        CHECK_CUDA(jk_step(v, u, nr, job->nx, stream));
+        return;
+    }
+#endif
+    step_host(v, u, nr, job->nx);
+}
+
 static int work(ptsc_ctx_t *ctx, void *arg)
 {
     job_t *job = arg;
@@ -162,7 +211,39 @@ static int work(ptsc_ctx_t *ctx, void *arg)
     const int up = g > 0 ? g - 1 : -1, down = g < nblocks - 1 ? g + 1 : -1;
     const int T = job->nthreads;
     double t0 = MPI_Wtime();
-    for (int it = 0; it < job->iters; it++) {
+    if (job->exchange == X_ENQUEUE) {
+        for (int it = 0; it < job->iters; it++) {
+            iterate_enqueued(ctx, job, u, v, nr, up, down, NULL);
+            double *swap = u;
+            u = v;
+            v = swap;
+        }
+        CHECK(ptsc_enqueue_sync(ctx, NULL)); /* the last kernel, and any failure found meanwhile */
+    }
+#ifdef PTSC_HAVE_NVCC
+    if (job->exchange == X_GRAPH) {
+        /* Two iterations, u -> v and v -> u, so the graph ends where it began. */
+        void *gs = NULL, *exec = NULL;
+        CHECK_CUDA(jk_stream_sync(stream)); /* the uploads, queued on the bound stream */
+        CHECK_CUDA(jk_stream_create(&gs));
+        CHECK_CUDA(jk_capture_begin(gs));
+        iterate_enqueued(ctx, job, u, v, nr, up, down, gs);
+        iterate_enqueued(ctx, job, v, u, nr, up, down, gs);
+        CHECK_CUDA(jk_capture_end(gs, &exec));
+        for (int it = 0; it + 1 < job->iters; it += 2)
+            CHECK_CUDA(jk_graph_launch(exec, gs));
+        if (job->iters % 2) {
+            iterate_enqueued(ctx, job, u, v, nr, up, down, gs);
+            double *swap = u;
+            u = v;
+            v = swap;
+        }
+        CHECK(ptsc_enqueue_sync(ctx, gs));
+        CHECK_CUDA(jk_graph_free(exec));
+        CHECK_CUDA(jk_stream_destroy(gs));
+    }
+#endif
+    for (int it = 0; job->exchange == X_HOST && it < job->iters; it++) {
         ptsc_request_t req[4];
         int n = 0;
         /* Halo exchange. On the device path the first row was written by the
@@ -239,7 +320,10 @@ static void usage(FILE *out)
           "  -i, --iters ITERS   iterations (default 200)\n"
           "  -t, --threads T     threads per rank (default: OMP_NUM_THREADS, at most PTSC_MAX_THREADS)\n"
           "  --device, --host    where the blocks live (default: device when there is one and the\n"
-          "                      kernels were compiled, else host)\n",
+          "                      kernels were compiled, else host)\n"
+          "  --exchange MODE     host: ptsc_isend/irecv/waitall between the kernels (default);\n"
+          "                      enqueue: the exchange queued on the thread's stream; graph\n"
+          "                      (device): two iterations captured into a CUDA graph\n",
           out);
 }
 
@@ -271,6 +355,12 @@ int main(int argc, char **argv)
             want = 1;
         else if (!strcmp(a, "--host"))
             want = 0;
+        else if (!strcmp(a, "--exchange") && val && !strcmp(val, "host"))
+            job.exchange = X_HOST, i++;
+        else if (!strcmp(a, "--exchange") && val && !strcmp(val, "enqueue"))
+            job.exchange = X_ENQUEUE, i++;
+        else if (!strcmp(a, "--exchange") && val && !strcmp(val, "graph"))
+            job.exchange = X_GRAPH, i++;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             if (job.rank == 0)
                 usage(stdout);
@@ -315,17 +405,26 @@ int main(int argc, char **argv)
         ptsc_finalize();
         return EXIT_SKIP;
     }
+    if (!bad && job.exchange == X_GRAPH && !job.device) {
+        if (job.rank == 0)
+            fprintf(stderr, "jacobi: --exchange graph needs the device path (CUDA graphs)\n");
+        bad = 1;
+    }
     if (bad) {
         ptsc_finalize();
         return 2;
     }
 
     if (job.rank == 0) {
-        printf("jacobi: %d x %d plate, %d iterations, %d ranks x %d threads = %d blocks, %s path%s\n", job.nx,
-               job.ny, job.iters, job.nranks, job.nthreads, nblocks, job.device ? "device" : "host",
-               !job.device  ? ""
-               : cuda_aware ? " (CUDA-aware MPI: halos go direct)"
-                            : " (halos staged through pinned host memory)");
+        static const char *const xname[] = {"ptsc_isend/irecv", "enqueued on the stream",
+                                            "enqueued, captured into a CUDA graph"};
+        printf(
+            "jacobi: %d x %d plate, %d iterations, %d ranks x %d threads = %d blocks, %s path%s, halos %s\n",
+            job.nx, job.ny, job.iters, job.nranks, job.nthreads, nblocks, job.device ? "device" : "host",
+            !job.device || job.exchange != X_HOST ? ""
+            : cuda_aware                          ? " (CUDA-aware MPI: halos go direct)"
+                                                  : " (halos staged through pinned host memory)",
+            xname[job.exchange]);
         job.plate = alloc_plate(job.ny, job.nx, 0, job.ny);
     }
     job.seconds = calloc((size_t)job.nthreads, sizeof *job.seconds);

@@ -56,4 +56,39 @@ int jk_step(double *v, const double *u, int rows, int cols, void *stream)
     return (int)cudaGetLastError();
 }
 
+/* --exchange graph: a stream of the thread's own to capture on, the
+ * capture, and the launches of the instantiated graph. */
+int jk_stream_create(void **s)
+{
+    return (int)cudaStreamCreateWithFlags((cudaStream_t *)s, cudaStreamNonBlocking);
+}
+
+int jk_stream_destroy(void *s) { return (int)cudaStreamDestroy((cudaStream_t)s); }
+
+int jk_stream_sync(void *s) { return (int)cudaStreamSynchronize((cudaStream_t)s); }
+
+/* Thread-local: other threads capture or allocate at the same time. */
+int jk_capture_begin(void *s)
+{
+    return (int)cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal);
+}
+
+int jk_capture_end(void *s, void **exec)
+{
+    cudaGraph_t g = nullptr;
+    cudaError_t e = cudaStreamEndCapture((cudaStream_t)s, &g);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate((cudaGraphExec_t *)exec, g, 0);
+    if (g)
+        (void)cudaGraphDestroy(g);
+    return (int)e;
+}
+
+int jk_graph_launch(void *exec, void *s)
+{
+    return (int)cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s);
+}
+
+int jk_graph_free(void *exec) { return (int)cudaGraphExecDestroy((cudaGraphExec_t)exec); }
+
 } /* extern "C" */
