@@ -53,6 +53,9 @@
 
 #include <pthread.h>
 #include <sched.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -474,20 +477,26 @@ static void take_incoming(void)
     *tail = rev;
 }
 
-/* How the proxy waits between passes: it polls (yielding) while MPI holds
- * work, for up to POLL_NS after the last movement (MPI moves a large
- * message one protocol step per call), and for a few passes after
- * something moved; then it naps 1 .. 50 us, and after
- * QUIET_NS without movement and with nothing in MPI (streams that have not
- * reached their operations, graphs not launched) up to 500 us, so a
- * program holding captured operations costs well under 1 % of a core; with
- * no operation at all it sleeps on the condition. */
+/* How the proxy waits between passes. It yields for a few passes after
+ * the last one that moved something, then naps 1, 2, 4, 8 us: for POLL_NS
+ * after the last movement at most 8 us (a stream reaches its next
+ * operation, or MPI moves a large message one protocol step per call,
+ * within microseconds, and every nap adds its length to an operation of a
+ * halo loop); after that up to 50 us while MPI holds work, and up to
+ * 500 us otherwise (streams that have not reached their operations, graphs
+ * not launched: well under 1 % of a core). Naps, not yields, because on
+ * oversubscribed cores threads that only yield starve the one with work
+ * (docs/design.md, "The stall of spinning threads"); the thread's timer
+ * slack is 1 us so that they last what they ask for. With no operation at
+ * all it sleeps on the condition. */
 #define POLL_NS 5000000ull
-#define QUIET_NS 10000000ull
 
 static void *proxy_main(void *arg)
 {
     (void)arg;
+#ifdef __linux__
+    (void)prctl(PR_SET_TIMERSLACK, 1000ul);
+#endif
     uint64_t last = ptsc__now_ns();
     int idle = 0;
     for (;;) {
@@ -506,13 +515,13 @@ static void *proxy_main(void *arg)
             continue;
         }
         idle += idle < 64;
-        uint64_t quiet = ptsc__now_ns() - last;
-        if ((busy && quiet < POLL_NS) || idle < 16) {
+        if (idle < 8) {
             sched_yield();
             continue;
         }
-        uint64_t cap = !busy && quiet > QUIET_NS ? 500000ull : 50000ull;
-        uint64_t ns = 1000ull << (idle < 22 ? idle - 16 : 6);
+        uint64_t quiet = ptsc__now_ns() - last;
+        uint64_t cap = quiet < POLL_NS ? 8000ull : busy ? 50000ull : 500000ull;
+        uint64_t ns = 1000ull << (idle - 8 < 9 ? idle - 8 : 9);
         ptsc__nap_ns(ns < cap ? ns : cap);
     }
     return NULL;
@@ -596,9 +605,11 @@ static int lane_of(ptsc_ctx_t *ctx, void *stream, const char *call, lane_t *L)
     return PTSC_OK;
 }
 
-static int check_buffer(const lane_t *L, const void *buf, size_t bytes, const char *call)
+/* Pageable host memory cannot be copied in stream order. Under capture the
+ * capture itself refuses a copy from it (and no query is made then). */
+static int check_buffer(const lane_t *L, const void *buf, size_t bytes, int capturing, const char *call)
 {
-    if (!L->dev || !bytes)
+    if (!L->dev || !bytes || capturing)
         return PTSC_OK;
     ptsc_memclass_t c;
     int rc = ptsc__gpu_classify(buf, &c);
@@ -692,11 +703,11 @@ static int enqueue(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype
     int rc = check_args(&ctx, buf, count, type, rank, thread, tag, call, &bytes);
     if (rc == PTSC_OK)
         rc = lane_of(ctx, stream, call, &L);
-    if (rc == PTSC_OK)
-        rc = check_buffer(&L, buf, bytes, call);
     int capturing = 0;
     if (rc == PTSC_OK && L.dev)
         rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing);
+    if (rc == PTSC_OK)
+        rc = check_buffer(&L, buf, bytes, capturing, call);
     if (rc != PTSC_OK)
         return rc;
     op_t *o = calloc(1, sizeof *o);
@@ -788,12 +799,12 @@ int ptsc_allreduce_enqueue(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int co
         rc = take_error(ctx->index);
     if (rc == PTSC_OK)
         rc = lane_of(ctx, stream, call, &L);
-    if (rc == PTSC_OK)
-        rc = check_buffer(&L, rbuf, bytes, call);
-    if (rc == PTSC_OK && !in_place)
-        rc = check_buffer(&L, sbuf, bytes, call);
     if (rc == PTSC_OK && L.dev)
         rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing);
+    if (rc == PTSC_OK)
+        rc = check_buffer(&L, rbuf, bytes, capturing, call);
+    if (rc == PTSC_OK && !in_place)
+        rc = check_buffer(&L, sbuf, bytes, capturing, call);
     if (rc != PTSC_OK)
         return rc;
     int root = ptsc__g.rank == 0 && ptsc__g.nranks > 1;

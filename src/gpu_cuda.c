@@ -446,13 +446,20 @@ int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value)
 int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
 {
     void *q = NULL, *d = NULL;
-    PTSC__CUDA_TRY(cudaHostAlloc(&q, n, cudaHostAllocPortable | cudaHostAllocMapped),
-                   "cudaHostAlloc(mapped)");
-    cudaError_t e = cudaHostGetDevicePointer(&d, q, 0);
-    if (e != cudaSuccess) {
+    /* Called while the thread's stream may be under capture: an allocation
+     * is not part of the graph, so the capture's rule against it is
+     * relaxed for this thread meanwhile (as NCCL does). */
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    cudaError_t e = cudaHostAlloc(&q, n, cudaHostAllocPortable | cudaHostAllocMapped);
+    const char *what = "cudaHostAlloc(mapped)";
+    if (e == cudaSuccess && (e = cudaHostGetDevicePointer(&d, q, 0)) != cudaSuccess) {
+        what = "cudaHostGetDevicePointer";
         (void)cudaFreeHost(q);
-        return ptsc__gpu_fail(e, "cudaHostGetDevicePointer");
     }
+    (void)cudaThreadExchangeStreamCaptureMode(&mode);
+    if (e != cudaSuccess)
+        return ptsc__gpu_fail(e, what);
     *host = q;
     *dev = (unsigned long long)(uintptr_t)d;
     return PTSC_OK;

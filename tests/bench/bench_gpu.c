@@ -118,7 +118,46 @@ int bench_gpu_pointer_attr(const void *p, int *type)
     return PTSC_OK;
 }
 
+int bench_gpu_stream_create(void **s)
+{
+    return cuda_check(cudaStreamCreateWithFlags((cudaStream_t *)s, cudaStreamNonBlocking),
+                      "cudaStreamCreate");
+}
+
+void bench_gpu_stream_destroy(void *s) { (void)cudaStreamDestroy((cudaStream_t)s); }
+
+int bench_gpu_capture_begin(void *s)
+{
+    return cuda_check(cudaStreamBeginCapture((cudaStream_t)s, cudaStreamCaptureModeThreadLocal),
+                      "cudaStreamBeginCapture");
+}
+
+int bench_gpu_capture_end(void *s, void **exec)
+{
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture((cudaStream_t)s, &g);
+    if (e == cudaSuccess)
+        e = cudaGraphInstantiate((cudaGraphExec_t *)exec, g, 0);
+    if (g)
+        (void)cudaGraphDestroy(g);
+    return cuda_check(e, "cudaStreamEndCapture / cudaGraphInstantiate");
+}
+
+int bench_gpu_graph_launch(void *exec, void *s)
+{
+    return cuda_check(cudaGraphLaunch((cudaGraphExec_t)exec, (cudaStream_t)s), "cudaGraphLaunch");
+}
+
+void bench_gpu_graph_free(void *exec) { (void)cudaGraphExecDestroy((cudaGraphExec_t)exec); }
+
 #else /* no CUDA */
+
+int bench_gpu_stream_create(void **s) { return (void)s, PTSC_ERR_NO_DEVICE; }
+void bench_gpu_stream_destroy(void *s) { (void)s; }
+int bench_gpu_capture_begin(void *s) { return (void)s, PTSC_ERR_NO_DEVICE; }
+int bench_gpu_capture_end(void *s, void **exec) { return (void)s, (void)exec, PTSC_ERR_NO_DEVICE; }
+int bench_gpu_graph_launch(void *exec, void *s) { return (void)exec, (void)s, PTSC_ERR_NO_DEVICE; }
+void bench_gpu_graph_free(void *exec) { (void)exec; }
 
 int bench_gpu_available(void) { return 0; }
 const char *bench_gpu_work_kind(void) { return "none (built without CUDA)"; }

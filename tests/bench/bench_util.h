@@ -67,6 +67,14 @@ int bench_gpu_spin(long long ns, void *stream);
  * `stream` (needs nvcc: PTSC_ERR_UNSUPPORTED otherwise). */
 int bench_gpu_fill(void *buf, size_t bytes, unsigned seed, void *stream);
 int bench_gpu_device_sync(void);
+/* CUDA graphs (bench_enqueue): a non-blocking stream, a thread-local
+ * capture on it, the instantiated graph and its launches. */
+int bench_gpu_stream_create(void **s);
+void bench_gpu_stream_destroy(void *s);
+int bench_gpu_capture_begin(void *s);
+int bench_gpu_capture_end(void *s, void **exec);
+int bench_gpu_graph_launch(void *exec, void *s);
+void bench_gpu_graph_free(void *exec);
 /* Raw cudaPointerGetAttributes, for bench_classify's comparison. */
 int bench_gpu_pointer_attr(const void *p, int *type);
 
