@@ -31,6 +31,8 @@
  * Exit status: 0 PASS, 1 FAIL or error, 2 bad usage, 77 --device without a
  * usable device (the test-suite "skipped" code).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+
 #include <ptsc.h>
 
 #include <limits.h>
@@ -329,6 +331,12 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* An enqueued receive makes its stream wait on the device for the
+     * message; CUDA maps streams onto a few hardware queues (8 by default),
+     * and a stream queued behind such a wait on the same queue waits too.
+     * With a queue per thread's stream, one thread's wait never holds up
+     * the copy of another thread's send. Read when CUDA starts: set first. */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     int rc = ptsc_init(&argc, &argv);
     if (rc != PTSC_OK) {
         fprintf(stderr, "jacobi: ptsc_init: %s: %s\n", ptsc_status_name(rc), ptsc_last_error());

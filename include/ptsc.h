@@ -443,6 +443,12 @@ typedef struct ptsc_stream_request *ptsc_stream_request_t;
  * ptsc_finalize. A failure found later (a truncated message, a failed MPI
  * call) is returned by the thread's next ptsc_enqueue_sync or enqueue call;
  * the stream goes on all the same, never waiting forever.
+ *
+ * A waiting stream blocks the hardware queue CUDA mapped it to, and other
+ * streams on that queue with it: set CUDA_DEVICE_MAX_CONNECTIONS=32 (before
+ * CUDA starts) so that each thread's stream has its own queue, or one
+ * thread's enqueued receive may hold up the send of another thread that it
+ * waits for.
  * @return PTSC_OK; PTSC_ERR_NULL_BUFFER; PTSC_ERR_COUNT; PTSC_ERR_ARG (bad
  *         datatype, the legacy stream, a stream without a device);
  *         PTSC_ERR_RANK (also PTSC_ANY_RANK); PTSC_ERR_THREAD; PTSC_ERR_TAG

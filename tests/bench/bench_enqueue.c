@@ -164,6 +164,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc)
             KERNEL_US = atoi(argv[++i]);
     }
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* as examples/jacobi.c */
     BENCH_CHECK(ptsc_init(&argc, &argv));
     int nranks = 0, nthreads = 0;
     BENCH_CHECK(ptsc_rank(&rank_));
