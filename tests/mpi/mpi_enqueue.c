@@ -24,6 +24,11 @@
  *             spells the ranks in order (1, 12, 1234, ...).
  *   args      bad arguments: each refused with its status, nothing sent.
  *
+ * `mpi_enqueue timeout` runs only this: rank 1 posts an enqueued receive
+ * that rank 0 answers 3 s later; with PTSC_TIMEOUT=1 the proxy must name
+ * the receive meanwhile (the ctest entry matches the line), and the
+ * message must still arrive.
+ *
  * Skips (77) on a rank with a device: tests/gpu/test_gpu_enqueue.c covers
  * device buffers.
  */
@@ -247,6 +252,25 @@ static int args(ptsc_ctx_t *ctx, int t, int peer)
     return ptsc_enqueue_sync(ctx, NULL);
 }
 
+static int timeout_case(ptsc_ctx_t *ctx)
+{
+    int x = 0;
+    ptsc_stream_request_t rq;
+    if (g_rank == 1) {
+        CHECK_OK(ptsc_irecv_enqueue(ctx, &x, 1, MPI_INT, 0, 0, 99, NULL, &rq));
+        MPI_Barrier(bar[0]);
+        CHECK_OK(ptsc_wait_enqueue(&rq, NULL));
+        CHECK(x == 4242, "the late message holds %d", x);
+    } else if (g_rank == 0) {
+        MPI_Barrier(bar[0]);
+        struct timespec ts = {3, 0};
+        nanosleep(&ts, NULL);
+        x = 4242;
+        CHECK_OK(ptsc_send_enqueue(ctx, &x, 1, MPI_INT, 1, 0, 99, NULL));
+    }
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
 static int run(int t)
 {
     ptsc_ctx_t *ctx = NULL;
@@ -291,6 +315,19 @@ int main(int argc, char **argv)
     bar = calloc((size_t)T, sizeof *bar);
     for (int t = 0; t < T; t++)
         MPI_Comm_dup(MPI_COMM_WORLD, &bar[t]);
+    if (argc > 1 && !strcmp(argv[1], "timeout")) {
+        ptsc_ctx_t *ctx = NULL;
+        g_me = 0;
+        if (ptsc_thread_attach(0, &ctx) == PTSC_OK) {
+            int rc = timeout_case(ctx);
+            CHECK(rc == PTSC_OK, "timeout case: %s: %s", ptsc_status_name(rc), ptsc_last_error());
+            ptsc_thread_detach();
+        }
+        for (int t = 0; t < T; t++)
+            MPI_Comm_free(&bar[t]);
+        free(bar);
+        return test_finish("mpi_enqueue");
+    }
     pthread_t th[64];
     for (int t = 0; t < T && t < 64; t++)
         pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
