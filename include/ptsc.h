@@ -439,8 +439,8 @@ typedef struct ptsc_stream_request *ptsc_stream_request_t;
  * Enqueued messages match enqueued receives only (their own communicator),
  * in the order the streams reach them, per (peer thread, tag). The calls
  * may be captured into a CUDA graph: each launch of the graph then sends
- * again, with no allocation per launch; such an operation lives until
- * ptsc_finalize. A failure found later (a truncated message, a failed MPI
+ * again, with no allocation per launch; such an operation lives until its
+ * graph and every instance of it are destroyed (or ptsc_finalize). A failure found later (a truncated message, a failed MPI
  * call) is returned by the thread's next ptsc_enqueue_sync or enqueue call;
  * the stream goes on all the same, never waiting forever.
  *

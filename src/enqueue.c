@@ -71,11 +71,33 @@ enum { P_IDLE = 0, P_PROBE, P_MPI, P_FIN, P_GATHER };
 #define CELL 64 /* the words' cell, a cache line before the staging bytes */
 #define NCLASS 48
 
+/* A captured operation's tie to its graph: CUDA calls graph_gone when the
+ * graph and every instance of it are destroyed, and the proxy then
+ * recycles the operation. State 0: both live; 1: the graph is gone; 2: the
+ * operation is gone. Whichever side comes second frees the tie. */
+typedef struct {
+    atomic_int state;
+} tie_t;
+
+static void graph_gone(void *p)
+{
+    tie_t *t = p;
+    if (atomic_exchange(&t->state, 1) == 2)
+        free(t);
+}
+
+static void tie_drop(tie_t *t)
+{
+    if (t && atomic_exchange(&t->state, 2) == 1)
+        free(t);
+}
+
 struct ptsc_stream_request {
     struct ptsc_stream_request *next; /* in the proxy's list */
     int kind;
     atomic_int persistent;       /* captured into a graph: kept until finalize */
     atomic_int broken;           /* its call failed half-way: answered, never moved */
+    tie_t *tie;                  /* captured: recycled with its graph (NULL: kept until finalize) */
     int index;                   /* the owner's thread index */
     int rank, thread, tag, mtag; /* peer and tag as given; mtag: on the wire */
     size_t bytes;                /* send: the message; receive: the capacity */
@@ -191,6 +213,7 @@ static void block_free(char *b, int dev)
 
 static void op_free(op_t *o)
 {
+    tie_drop(o->tie);
     if (o->mrs && o->mrs != o->mr)
         free(o->mrs);
     free(o);
@@ -433,6 +456,13 @@ static int pass(int *busy)
                 set_word(o, W_REQ, 0);
                 start(o);
                 moved = 1;
+            } else if (o->tie && atomic_load(&o->tie->state) == 1) { /* its graph is gone */
+                *pp = o->next;
+                block_put(o);
+                op_free(o);
+                atomic_fetch_sub(&Q.live, 1);
+                moved = 1;
+                continue;
             }
             break;
         case P_PROBE:
@@ -669,6 +699,16 @@ static int queue(op_t *o, const lane_t *L, const void *in, op_t **out)
 {
     char *pin = o->block + CELL;
     int rc = PTSC_OK, kind = o->kind, blocking = kind == K_SEND || kind == K_RECV || kind == K_ALLREDUCE;
+    /* Captured: recycled when its graph is destroyed. Without the tie (it
+     * could not be made) it stays until finalize. */
+    if (atomic_load(&o->persistent) && (o->tie = malloc(sizeof *o->tie)) != NULL) {
+        atomic_init(&o->tie->state, 0);
+        if (ptsc__gpu_capture_release(L->stream, graph_gone, o->tie) != PTSC_OK) {
+            tie_drop(o->tie); /* graph_gone may still run for an object made and released */
+            o->tie = NULL;
+            ptsc__err_clear();
+        }
+    }
     /* From the first queued step on, the block is the stream's. */
     int queued = 0, armed = 0;
     if (in && (rc = s_copy(L, pin, in, o->bytes)) == PTSC_OK)
@@ -1063,3 +1103,5 @@ void ptsc__enqueue_teardown(void)
     Q.running = Q.stop = 0;
     atomic_store(&Q.live, 0);
 }
+
+int ptsc__enqueue_live(void) { return atomic_load(&Q.live); }

@@ -464,3 +464,27 @@ int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
     *dev = (unsigned long long)(uintptr_t)d;
     return PTSC_OK;
 }
+
+int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaGraph_t g = NULL;
+#if CUDART_VERSION >= 13000
+    cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, &g, NULL, NULL, NULL);
+#else
+    cudaError_t e = cudaStreamGetCaptureInfo_v2((cudaStream_t)stream, &st, NULL, &g, NULL, NULL);
+#endif
+    if (e != cudaSuccess)
+        return ptsc__gpu_fail(e, "cudaStreamGetCaptureInfo");
+    if (st != cudaStreamCaptureStatusActive || !g)
+        return ptsc__err(PTSC_ERR_ARG, "the stream is not being captured");
+    cudaUserObject_t obj;
+    PTSC__CUDA_TRY(cudaUserObjectCreate(&obj, arg, fn, 1, cudaUserObjectNoDestructorSync),
+                   "cudaUserObjectCreate");
+    e = cudaGraphRetainUserObject(g, obj, 1, cudaGraphUserObjectMove);
+    if (e != cudaSuccess) {
+        (void)cudaUserObjectRelease(obj, 1); /* runs fn: the caller treats that as released */
+        return ptsc__gpu_fail(e, "cudaGraphRetainUserObject");
+    }
+    return PTSC_OK;
+}

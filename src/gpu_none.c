@@ -157,3 +157,11 @@ int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
     (void)dev;
     return ptsc__err(PTSC_ERR_NO_DEVICE, "mapped host memory: ptsc was built without CUDA");
 }
+
+int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
+{
+    (void)stream;
+    (void)fn;
+    (void)arg;
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "graph capture: ptsc was built without CUDA");
+}

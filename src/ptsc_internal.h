@@ -739,6 +739,8 @@ int ptsc__icoll_start(ptsc_ctx_t *ctx, const ptsc__coll_t *c, struct ptsc_reques
  * drain, stop the proxy thread, free the blocks and the communicator. */
 int ptsc__enqueue_setup(MPI_Comm world);
 void ptsc__enqueue_teardown(void);
+/* Operations armed and not yet recycled (tests: a destroyed graph's go). */
+int ptsc__enqueue_live(void);
 
 /* ------------------------------------------------------------------------ */
 /* GPU layer: gpu_cuda.c, or gpu_none.c where every call is a no-op or      */
@@ -788,6 +790,11 @@ int ptsc__gpu_stream_wait(void *stream, void *ev);
  * PTSC_ERR_UNSUPPORTED where the driver lacks them. */
 int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value);
 int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value);
+/* Call fn(arg) when the graph that `stream` is being captured into, and
+ * every graph instantiated from it, are destroyed (a user object moved into
+ * the graph). fn runs on a thread of CUDA's and must not call CUDA. On a
+ * failure after the object was made, fn has run already. */
+int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg);
 /* Pinned host memory mapped for every device; *dev: its device address.
  * Freed by ptsc__gpu_host_free. */
 int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev);

@@ -23,6 +23,9 @@
  *           own data, and the count must reach GRAPH_LAUNCHES.
  *   allred  ptsc_allreduce_enqueue of device ints behind a producer kernel,
  *           in place and not, 4 B .. 4 MiB, checked on the host.
+ * At the end no operation may be left: the captured ones are recycled when
+ * their graphs are destroyed.
+ *
  *   errors  a 400-byte message into a 40-byte receive (PTSC_ERR_TRUNCATE at
  *           the sync, the next message whole); the legacy stream and
  *           pageable host memory refused; a captured request's wait outside
@@ -31,6 +34,8 @@
  * Skips (77) without a device.
  */
 #include "gpu_test.h"
+
+#include "ptsc_internal.h" /* ptsc__enqueue_live */
 
 #include <mpi.h>
 #include <pthread.h>
@@ -282,6 +287,14 @@ int main(int argc, char **argv)
     for (int t = 0; t < NT; t++)
         pthread_join(th[t], NULL);
     GT_CUDA(cudaFreeHost(bad_));
+    /* Every graph is destroyed and every one-shot operation done: the proxy
+     * recycles them all (a captured one when CUDA destroys its graph). */
+    int live = -1;
+    for (int k = 0; k < 200 && (live = ptsc__enqueue_live()) != 0; k++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    GT_CHECK(live == 0, "%d enqueued operations still live 2 s after every graph was destroyed", live);
     int mine = atomic_load(&gt_failures), total = 0;
     MPI_Allreduce(&mine, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank_ == 0)
