@@ -61,6 +61,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { W_REQ = 0, W_ACK, W_DONE, W_FIN, W_N };
 enum { K_SEND = 0, K_RECV, K_ISEND, K_IRECV, K_ALLREDUCE };
@@ -523,18 +524,25 @@ static void take_incoming(void)
 }
 
 /* How the proxy waits between passes. It yields for a few passes after
- * the last one that moved something, then naps 1, 2, 4, 8 us: for POLL_NS
- * after the last movement at most 8 us (a stream reaches its next
- * operation, or MPI moves a large message one protocol step per call,
- * within microseconds, and every nap adds its length to an operation of a
- * halo loop); after that up to 50 us while MPI holds work, and up to
- * 500 us otherwise (streams that have not reached their operations, graphs
- * not launched: well under 1 % of a core). Naps, not yields, because on
- * oversubscribed cores threads that only yield starve the one with work
- * (docs/design.md, "The stall of spinning threads"); the thread's timer
- * slack is 1 us so that they last what they ask for. With no operation at
- * all it sleeps on the condition. */
+ * the last one that moved something. Then, for POLL_NS after the last
+ * movement (a stream reaches its next operation, or MPI moves a large
+ * message one protocol step per call, within microseconds, and every
+ * pause adds its length to an operation of a halo loop): on a machine of
+ * at least SPIN_CPUS cores it goes on yielding, unless a yield came back
+ * more than OVERRUN_NS late (the cores are taken: the next CROWDED looks
+ * are naps); on fewer cores it naps 1, 2, 4, 8 us, because there threads
+ * that only yield starve the one with work (on the 2-core CI machine a
+ * proxy that yielded made a host-buffer ping-pong of bench_enqueue take
+ * 215 us per message instead of 9; docs/design.md, "The stall of spinning
+ * threads"). After the window it naps up to 50 us while MPI holds work and
+ * up to 500 us otherwise (streams that have not reached their operations,
+ * graphs not launched: well under 1 % of a core). Its timer slack is 1 us,
+ * so naps last what they ask for. With no operation at all it sleeps on
+ * the condition. */
 #define POLL_NS 5000000ull
+#define SPIN_CPUS 8
+#define OVERRUN_NS 50000ull
+#define CROWDED 64
 
 static void *proxy_main(void *arg)
 {
@@ -542,8 +550,9 @@ static void *proxy_main(void *arg)
 #ifdef __linux__
     (void)prctl(PR_SET_TIMERSLACK, 1000ul);
 #endif
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int spin = ncpu >= SPIN_CPUS, idle = 0, crowded = 0;
     uint64_t last = ptsc__now_ns();
-    int idle = 0;
     for (;;) {
         pthread_mutex_lock(&Q.mu);
         while (!Q.stop && !Q.incoming && atomic_load(&Q.live) == 0)
@@ -560,14 +569,21 @@ static void *proxy_main(void *arg)
             continue;
         }
         idle += idle < 64;
-        if (idle < 8) {
+        uint64_t t0 = ptsc__now_ns(), quiet = t0 - last;
+        if (idle < 8 || (spin && !crowded && quiet < POLL_NS)) {
             sched_yield();
+            if (ptsc__now_ns() - t0 > OVERRUN_NS)
+                crowded = CROWDED;
             continue;
         }
-        uint64_t quiet = ptsc__now_ns() - last;
         uint64_t cap = quiet < POLL_NS ? 8000ull : busy ? 50000ull : 500000ull;
         uint64_t ns = 1000ull << (idle - 8 < 9 ? idle - 8 : 9);
-        ptsc__nap_ns(ns < cap ? ns : cap);
+        ns = ns < cap ? ns : cap;
+        ptsc__nap_ns(ns);
+        if (ptsc__now_ns() - t0 > ns + OVERRUN_NS)
+            crowded = CROWDED;
+        else if (crowded)
+            crowded--;
     }
     return NULL;
 }
