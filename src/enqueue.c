@@ -801,7 +801,10 @@ static int enqueue(ptsc_ctx_t *ctx, int kind, void *buf, int count, MPI_Datatype
         op_free(o);
         return rc;
     }
-    return queue(o, &L, kind == K_SEND || kind == K_ISEND ? buf : NULL, out);
+    /* A receive's block starts as a copy of its buffer: a shorter message
+     * then leaves the rest of the buffer as it was when the copy out
+     * writes the whole block back (MPI writes only what arrived). */
+    return queue(o, &L, buf, out);
 }
 
 /* ---- the calls -------------------------------------------------------------- */

@@ -10,7 +10,9 @@
  *             in order: each message must land in the receive of its rank
  *             in the sequence (non-overtaking), with every word right.
  *   sizes     blocking send/receive ping-pong over sizes from 0 bytes to
- *             1 MiB (rendezvous), the reply carrying the round.
+ *             1 MiB (rendezvous), the reply carrying the round; each
+ *             receive 7 words longer than its message, whose tail must stay
+ *             as it was.
  *   progress  isend_enqueue of 1 MiB, then MPI_Barrier (on a duplicate of
  *             the world per thread), then wait: the proxy moves the message
  *             while the thread sits in MPI; the peer receives, then the same
@@ -84,7 +86,7 @@ static int sizes(ptsc_ctx_t *ctx, int t, int peer, int sender)
 {
     static const int words[] = {0, 1, 2, HDR + 3, 1000, 4097, 65536, 262144};
     enum { NS = sizeof words / sizeof words[0] };
-    uint32_t *b = malloc(262144 * sizeof(uint32_t)), reply = 0;
+    uint32_t *b = malloc((262144 + 7) * sizeof(uint32_t)), reply = 0;
     for (int k = 0; k < NS; k++) {
         int n = words[k];
         if (sender) {
@@ -98,8 +100,13 @@ static int sizes(ptsc_ctx_t *ctx, int t, int peer, int sender)
             CHECK(reply == (uint32_t)(k * 7 + 1), "size %d words: reply %u, expected %d", n, reply,
                   k * 7 + 1);
         } else {
-            memset(b, 0xEE, (size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
-            CHECK_OK(ptsc_recv_enqueue(ctx, b, n, MPI_UINT32_T, peer, t, 9, NULL));
+            /* A buffer 7 words longer than the message: MPI leaves the rest alone. */
+            for (int i = 0; i < n + 7; i++)
+                b[i] = 0xEE000000u + (uint32_t)i;
+            CHECK_OK(ptsc_recv_enqueue(ctx, b, n + 7, MPI_UINT32_T, peer, t, 9, NULL));
+            for (int i = n; i < n + 7; i++)
+                CHECK(b[i] == 0xEE000000u + (uint32_t)i,
+                      "size %d words into %d: word %d past the message is %#x", n, n + 7, i, b[i]);
             if (n >= HDR)
                 VERIFY(b, n, peer, t, g_rank, t, 1000 + k);
             else
