@@ -24,6 +24,13 @@
  *             every rank): a sum of 1000 ints, a maximum in place, and a
  *             non-commutative operation of MPI_Op_create whose answer
  *             spells the ranks in order (1, 12, 1234, ...).
+ *   diff      a seeded random schedule per thread pair (batches of
+ *             non-blocking sends and receives both ways, sizes 0 .. 40 KB,
+ *             three tags, receive buffers up to 16 bytes longer than their
+ *             message, waits in a random order) run twice, through
+ *             ptsc_isend / ptsc_irecv / ptsc_wait and through the enqueued
+ *             calls: every receive buffer, tail included, must hold the
+ *             same bytes both times.
  *   args      bad arguments: each refused with its status, nothing sent.
  *
  * `mpi_enqueue timeout` runs only this: rank 1 posts an enqueued receive
@@ -208,6 +215,108 @@ static int allreduce(ptsc_ctx_t *ctx, int t)
     return ptsc_enqueue_sync(ctx, NULL);
 }
 
+/* The differential case: a schedule both sides of a pair derive from one seed. */
+enum { DBATCH = 6, DBATCHES = 12, DOPS = DBATCH * DBATCHES, DMAX = 40000 };
+typedef struct {
+    int from_low; /* the lower rank sends */
+    int bytes, extra, tag;
+} dop_t;
+
+static uint32_t rnd(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* One pass of the schedule; rec[i]: the checksum of receive i's whole buffer (0 for a send). */
+static int diff_pass(ptsc_ctx_t *ctx, int t, int peer, int enqueued, const dop_t *ops, uint64_t *rec)
+{
+    int low = g_rank < peer;
+    unsigned char *buf[DBATCH];
+    for (int k = 0; k < DBATCH; k++)
+        buf[k] = malloc(DMAX + 16);
+    uint32_t order_seed = 99u + (uint32_t)t;
+    for (int b = 0; b < DBATCHES; b++) {
+        ptsc_request_t rq[DBATCH];
+        ptsc_stream_request_t sq[DBATCH];
+        for (int k = 0; k < DBATCH; k++) {
+            const dop_t *o = &ops[b * DBATCH + k];
+            int i = b * DBATCH + k, sending = o->from_low == low;
+            if (sending) {
+                for (int j = 0; j < o->bytes; j++)
+                    buf[k][j] = (unsigned char)(i * 31 + j * 7 + g_rank);
+                if (enqueued)
+                    CHECK_OK(
+                        ptsc_isend_enqueue(ctx, buf[k], o->bytes, MPI_BYTE, peer, t, o->tag, NULL, &sq[k]));
+                else
+                    CHECK_OK(ptsc_isend(ctx, buf[k], o->bytes, MPI_BYTE, peer, t, o->tag, &rq[k]));
+            } else {
+                for (int j = 0; j < o->bytes + o->extra; j++)
+                    buf[k][j] = (unsigned char)(0xA0 + j);
+                if (enqueued)
+                    CHECK_OK(ptsc_irecv_enqueue(ctx, buf[k], o->bytes + o->extra, MPI_BYTE, peer, t, o->tag,
+                                                NULL, &sq[k]));
+                else
+                    CHECK_OK(ptsc_irecv(ctx, buf[k], o->bytes + o->extra, MPI_BYTE, peer, t, o->tag, &rq[k]));
+            }
+        }
+        int perm[DBATCH];
+        for (int k = 0; k < DBATCH; k++)
+            perm[k] = k;
+        for (int k = DBATCH - 1; k > 0; k--) { /* waits in a random order (the same both passes) */
+            int j = (int)(rnd(&order_seed) % (uint32_t)(k + 1)), x = perm[k];
+            perm[k] = perm[j];
+            perm[j] = x;
+        }
+        for (int k = 0; k < DBATCH; k++) {
+            if (enqueued)
+                CHECK_OK(ptsc_wait_enqueue(&sq[perm[k]], NULL));
+            else
+                CHECK_OK(ptsc_wait(&rq[perm[k]]));
+        }
+        for (int k = 0; k < DBATCH; k++) {
+            const dop_t *o = &ops[b * DBATCH + k];
+            rec[b * DBATCH + k] = o->from_low == low ? 0 : fnv(buf[k], (size_t)(o->bytes + o->extra));
+        }
+    }
+    for (int k = 0; k < DBATCH; k++)
+        free(buf[k]);
+    return enqueued ? ptsc_enqueue_sync(ctx, NULL) : PTSC_OK;
+}
+
+static int diff_case(ptsc_ctx_t *ctx, int t, int peer)
+{
+    dop_t ops[DOPS];
+    uint32_t x = 12345u + 977u * (uint32_t)(t + 1) + 131u * (uint32_t)(g_rank < peer ? g_rank : peer);
+    for (int i = 0; i < DOPS; i++) {
+        uint32_t r = rnd(&x);
+        ops[i].from_low = (int)(r & 1);
+        ops[i].tag = (int)((r >> 1) % 3);
+        ops[i].bytes = (r >> 3) % 4 == 0 ? (int)(rnd(&x) % DMAX) : (int)(rnd(&x) % 200);
+        ops[i].extra = (int)(rnd(&x) % 17);
+    }
+    uint64_t a[DOPS], e[DOPS];
+    CHECK_OK(diff_pass(ctx, t, peer, 0, ops, a));
+    CHECK_OK(diff_pass(ctx, t, peer, 1, ops, e));
+    int differ = 0;
+    for (int i = 0; i < DOPS; i++)
+        differ += a[i] != e[i];
+    CHECK(differ == 0,
+          "diff: thread %d: %d of %d receive buffers differ between ptsc_irecv and the enqueued calls", t,
+          differ, DOPS);
+    return PTSC_OK;
+}
+
 #define REFUSED(call, status)                                                                         \
     do {                                                                                              \
         int rc_ = (call);                                                                             \
@@ -293,6 +402,7 @@ static int run(int t)
     CHECK_OK(progress(ctx, t, peer, !low));
     CHECK_OK(trunc_case(ctx, t, peer, low));
     CHECK_OK(allreduce(ctx, t));
+    CHECK_OK(diff_case(ctx, t, peer));
     return ptsc_thread_detach();
 }
 
