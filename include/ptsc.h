@@ -440,9 +440,12 @@ typedef struct ptsc_stream_request *ptsc_stream_request_t;
  * in the order the streams reach them, per (peer thread, tag). The calls
  * may be captured into a CUDA graph: each launch of the graph then sends
  * again, with no allocation per launch; such an operation lives until its
- * graph and every instance of it are destroyed (or ptsc_finalize). A failure found later (a truncated message, a failed MPI
- * call) is returned by the thread's next ptsc_enqueue_sync or enqueue call;
- * the stream goes on all the same, never waiting forever.
+ * graph and every instance of it are destroyed (or ptsc_finalize); one
+ * instance of such a graph may run at a time. A failure found later (a
+ * truncated message, a failed MPI call) is returned by the thread's next
+ * ptsc_enqueue_sync; the stream goes on all the same, never waiting
+ * forever. The datatype (and an allreduce's operation) must stay valid
+ * until the operation completed, or as long as a graph holds it.
  *
  * A waiting stream blocks the hardware queue CUDA mapped it to, and other
  * streams on that queue with it: set CUDA_DEVICE_MAX_CONNECTIONS=32 (before

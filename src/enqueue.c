@@ -22,9 +22,9 @@
  *
  * Every value is 0 or 1 and each word is raised by one side and lowered by
  * the other, so the same queued words work again when a captured graph is
- * launched again: an operation captured into a graph lives until
- * ptsc_finalize and goes round REQ -> (ACK) -> DONE once per launch, with no
- * allocation per launch.
+ * launched again: an operation captured into a graph lives as long as the
+ * graph (a CUDA user object tells when it is destroyed) and goes round
+ * REQ -> (ACK) -> DONE once per launch, with no allocation per launch.
  *
  * MPI only ever sees host memory here (the staging block): a stream that
  * waits on a word blocks its hardware queue, and an MPI copy between device
@@ -46,7 +46,7 @@
  *
  * Errors found by the proxy (a truncated message, a failed MPI call) raise
  * DONE all the same, so no stream waits forever; they are returned by the
- * thread's next ptsc_enqueue_sync or enqueue call. With PTSC_TIMEOUT the
+ * thread's next ptsc_enqueue_sync. With PTSC_TIMEOUT the
  * proxy names every operation that MPI has held longer than that.
  */
 #include "ptsc_internal.h"
@@ -99,6 +99,7 @@ struct ptsc_stream_request {
     atomic_int persistent;       /* captured into a graph: kept until finalize */
     atomic_int broken;           /* its call failed half-way: answered, never moved */
     tie_t *tie;                  /* captured: recycled with its graph (NULL: kept until finalize) */
+    unsigned long long cap_id;   /* captured: the capture sequence it belongs to */
     int index;                   /* the owner's thread index */
     int rank, thread, tag, mtag; /* peer and tag as given; mtag: on the wire */
     size_t bytes;                /* send: the message; receive: the capacity */
@@ -109,6 +110,8 @@ struct ptsc_stream_request {
     int cls, dev;                /* the block's size class; pinned and mapped */
     /* The proxy's own. */
     int st;
+    int acked;               /* ACK raised for this round (isend, irecv) */
+    int spoiled;             /* MPI may still read or write the block after a failure: never reused */
     unsigned long long seq;  /* order in which the stream posted it */
     MPI_Request mr[2], *mrs; /* mrs: nmr requests MPI holds (mr, or an allreduce root's own array) */
     int nmr;
@@ -252,10 +255,15 @@ static int take_error(int index)
 
 /* ---- the proxy ------------------------------------------------------------ */
 
+/* Release the stream's waits for this round: ACK (if start did not raise
+ * it: a failure before the operation was posted), then DONE. ACK is raised
+ * once per round only: raised again after the stream lowered it, it would
+ * let the next launch of a graph pass its wait before the proxy posted. */
 static void finish(op_t *o)
 {
-    if (o->kind == K_ISEND || o->kind == K_IRECV)
-        set_word(o, W_ACK, 1); /* (already, unless it failed before it was posted) */
+    if ((o->kind == K_ISEND || o->kind == K_IRECV) && !o->acked)
+        set_word(o, W_ACK, 1);
+    o->acked = 0;
     set_word(o, W_DONE, 1);
     o->st = atomic_load(&o->persistent) ? P_IDLE : P_FIN;
 }
@@ -276,6 +284,21 @@ static void fail_mpi(op_t *o, int mrc, const char *what)
  * the same bits) with MPI_Reduce_local and sends the result back. */
 static int slot_bytes(const op_t *o) { return (int)o->bytes; }
 
+/* After a failure of some of an allreduce's requests: cancel what receives,
+ * let the sends go, and keep the block out of reuse (MPI may still touch it). */
+static void allreduce_abandon(op_t *o)
+{
+    for (int k = 0; k < o->nmr; k++) {
+        if (o->mrs[k] == MPI_REQUEST_NULL)
+            continue;
+        int is_recv = o->st == P_GATHER || (o->mrs == o->mr && k == 1);
+        if (is_recv)
+            MPI_Cancel(&o->mrs[k]);
+        MPI_Request_free(&o->mrs[k]);
+    }
+    o->spoiled = 1;
+}
+
 static void allreduce_start(op_t *o)
 {
     int n = ptsc__g.nranks, mrc = MPI_SUCCESS, t = o->index;
@@ -284,27 +307,31 @@ static void allreduce_start(op_t *o)
         finish(o);
         return;
     }
-    if (ptsc__g.rank != 0) {
-        if ((mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, 0, 2 * t, Q.ccomm, &o->mr[0])) != MPI_SUCCESS ||
-            (mrc = MPI_Irecv(d, slot_bytes(o), MPI_BYTE, 0, 2 * t + 1, Q.ccomm, &o->mr[1])) != MPI_SUCCESS) {
-            if (mrc != MPI_SUCCESS && o->mr[0] != MPI_REQUEST_NULL)
-                MPI_Wait(&o->mr[0], MPI_STATUS_IGNORE); /* an eager contribution; the root fails alike */
-            fail_mpi(o, mrc, "MPI_Isend/MPI_Irecv of an allreduce");
-            return;
-        }
+    if (ptsc__g.rank != 0) { /* the contribution from slot 0, the result into slot 1 */
+        o->mr[0] = o->mr[1] = MPI_REQUEST_NULL;
         o->mrs = o->mr;
         o->nmr = 2;
+        if ((mrc = MPI_Irecv(d + o->bytes, slot_bytes(o), MPI_BYTE, 0, 2 * t + 1, Q.ccomm, &o->mr[1])) !=
+                MPI_SUCCESS ||
+            (mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, 0, 2 * t, Q.ccomm, &o->mr[0])) != MPI_SUCCESS) {
+            o->st = P_MPI;
+            allreduce_abandon(o);
+            fail_mpi(o, mrc, "MPI_Irecv/MPI_Isend of an allreduce");
+            return;
+        }
         o->st = P_MPI;
         return;
     }
+    for (int r = 1; r < n; r++)
+        o->mrs[r - 1] = MPI_REQUEST_NULL;
+    o->nmr = n - 1;
+    o->st = P_GATHER;
     for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
         mrc = MPI_Irecv(d + (size_t)r * o->bytes, slot_bytes(o), MPI_BYTE, r, 2 * t, Q.ccomm, &o->mrs[r - 1]);
     if (mrc != MPI_SUCCESS) {
+        allreduce_abandon(o);
         fail_mpi(o, mrc, "MPI_Irecv of an allreduce's contribution");
-        return;
     }
-    o->nmr = n - 1;
-    o->st = P_GATHER;
 }
 
 /* The root has every contribution: fold, then send the result to each rank. */
@@ -320,13 +347,15 @@ static void allreduce_fold(op_t *o)
         return;
     }
     memcpy(d, d + (size_t)(n - 1) * o->bytes, o->bytes);
+    o->st = P_MPI;
+    for (int r = 1; r < n; r++)
+        o->mrs[r - 1] = MPI_REQUEST_NULL;
     for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
         mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, r, 2 * t + 1, Q.ccomm, &o->mrs[r - 1]);
     if (mrc != MPI_SUCCESS) {
+        allreduce_abandon(o);
         fail_mpi(o, mrc, "MPI_Isend of an allreduce's result");
-        return;
     }
-    o->st = P_MPI;
 }
 
 static void start(op_t *o)
@@ -334,6 +363,7 @@ static void start(op_t *o)
     o->seq = ++Q.seq;
     o->since = ptsc__now_ns();
     o->warned = 0;
+    o->acked = 0;
     if (atomic_load(&o->broken)) { /* its call failed half-way: release the stream, move nothing */
         finish(o);
         return;
@@ -352,8 +382,10 @@ static void start(op_t *o)
     } else {
         o->st = P_PROBE;
     }
-    if (o->kind == K_ISEND || o->kind == K_IRECV)
+    if ((o->kind == K_ISEND || o->kind == K_IRECV) && o->st != P_IDLE && o->st != P_FIN) {
         set_word(o, W_ACK, 1);
+        o->acked = 1;
+    }
 }
 
 /* A receive waits while an earlier pending one of the same source and tag
@@ -459,7 +491,8 @@ static int pass(int *busy)
                 moved = 1;
             } else if (o->tie && atomic_load(&o->tie->state) == 1) { /* its graph is gone */
                 *pp = o->next;
-                block_put(o);
+                if (!o->spoiled)
+                    block_put(o);
                 op_free(o);
                 atomic_fetch_sub(&Q.live, 1);
                 moved = 1;
@@ -472,19 +505,28 @@ static int pass(int *busy)
         case P_MPI:
         case P_GATHER: {
             int mrc = test_all(o, &flag);
-            if (mrc != MPI_SUCCESS)
+            if (mrc != MPI_SUCCESS) {
+                if (o->kind == K_ALLREDUCE)
+                    allreduce_abandon(o);
                 fail_mpi(o, mrc, "MPI_Test");
-            else if (flag && o->st == P_GATHER)
+            } else if (flag && o->st == P_GATHER) {
                 allreduce_fold(o);
-            else if (flag)
+            } else if (flag) {
+                if (o->kind == K_ALLREDUCE && ptsc__g.rank != 0) /* the result, into the slot copied out */
+                    memcpy(o->block + CELL, o->block + CELL + o->bytes, o->bytes);
                 finish(o);
+            }
             moved |= flag || mrc != MPI_SUCCESS;
             break;
         }
         case P_FIN:
-            if (word(o, W_FIN)) {
+            /* The stream is past its last step: FIN, and for isend and irecv
+             * ACK lowered too (the wait may run on another stream than the
+             * start, whose lowering could otherwise land on a reused block). */
+            if (word(o, W_FIN) && ((o->kind != K_ISEND && o->kind != K_IRECV) || !word(o, W_ACK))) {
                 *pp = o->next;
-                block_put(o);
+                if (!o->spoiled)
+                    block_put(o);
                 op_free(o);
                 atomic_fetch_sub(&Q.live, 1);
                 moved = 1;
@@ -663,7 +705,7 @@ static int lane_of(ptsc_ctx_t *ctx, void *stream, const char *call, lane_t *L)
                          "%s: the legacy default stream cannot wait for a message without stalling every "
                          "blocking stream; name another stream (PTSC_STREAM=per-thread or owned binds one)",
                          call);
-    return PTSC_OK;
+    return ptsc__gpu_memops();
 }
 
 /* Pageable host memory cannot be copied in stream order. Under capture the
@@ -706,7 +748,7 @@ static int check_args(ptsc_ctx_t **ctx, const void *buf, int count, MPI_Datatype
     if (tag < 0 || tag > Q.tag_max)
         return ptsc__err(PTSC_ERR_TAG, "%s: tag %d is outside [0, %d] (the enqueued calls' tag range)", call,
                          tag, Q.tag_max);
-    return take_error((*ctx)->index);
+    return PTSC_OK;
 }
 
 /* Queue an operation's steps on the stream (see the top of the file); `in`:
@@ -717,6 +759,8 @@ static int queue(op_t *o, const lane_t *L, const void *in, op_t **out)
     int rc = PTSC_OK, kind = o->kind, blocking = kind == K_SEND || kind == K_RECV || kind == K_ALLREDUCE;
     /* Captured: recycled when its graph is destroyed. Without the tie (it
      * could not be made) it stays until finalize. */
+    if (atomic_load(&o->persistent) && ptsc__gpu_capture_id(L->stream, &o->cap_id) != PTSC_OK)
+        ptsc__err_clear(); /* cap_id 0: no wait will match it (ptsc_wait_enqueue) */
     if (atomic_load(&o->persistent) && (o->tie = malloc(sizeof *o->tie)) != NULL) {
         atomic_init(&o->tie->state, 0);
         if (ptsc__gpu_capture_release(L->stream, graph_gone, o->tie) != PTSC_OK) {
@@ -870,8 +914,6 @@ int ptsc_allreduce_enqueue(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int co
                       "of pair types; or an operation of MPI_Op_create)",
                       call);
     if (rc == PTSC_OK)
-        rc = take_error(ctx->index);
-    if (rc == PTSC_OK)
         rc = lane_of(ctx, stream, call, &L);
     if (rc == PTSC_OK && L.dev)
         rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing);
@@ -900,7 +942,9 @@ int ptsc_allreduce_enqueue(ptsc_ctx_t *ctx, const void *sbuf, void *rbuf, int co
     o->count = count;
     o->type = type;
     o->op = op;
-    if ((rc = block_get(o, root ? bytes * (size_t)ptsc__g.nranks : bytes, L.dev)) != PTSC_OK) {
+    /* The root: a slot per rank; the others: the contribution and the result. */
+    size_t need = root ? bytes * (size_t)ptsc__g.nranks : ptsc__g.nranks > 1 ? 2 * bytes : bytes;
+    if ((rc = block_get(o, need, L.dev)) != PTSC_OK) {
         op_free(o);
         return rc;
     }
@@ -958,13 +1002,21 @@ int ptsc_wait_enqueue(ptsc_stream_request_t *req, void *stream)
         return ptsc__err(PTSC_ERR_WRONG_THREAD, "%s: the request was started by thread index %d", call,
                          o->index);
     lane_t L;
-    int capturing = 0;
+    unsigned long long cap = 0;
     if ((rc = lane_of(ctx, stream, call, &L)) != PTSC_OK ||
-        (L.dev && (rc = ptsc__gpu_capturing(L.stream, PTSC_SCOPE_THREAD, &capturing)) != PTSC_OK))
+        (L.dev && (rc = ptsc__gpu_capture_id(L.stream, &cap)) != PTSC_OK))
         return rc;
-    if (atomic_load(&o->persistent) && !capturing && !atomic_load(&o->broken))
+    /* Start and wait in the same capture, or both outside one: a wait in a
+     * graph would run again at every launch, on a one-shot request long
+     * recycled, or outlive the graph of a captured one. */
+    int persistent = atomic_load(&o->persistent) && !atomic_load(&o->broken);
+    if (persistent && cap != o->cap_id)
         return ptsc__err(PTSC_ERR_ARG,
                          "%s: the request was started under graph capture; wait for it in the same capture",
+                         call);
+    if (!persistent && cap)
+        return ptsc__err(PTSC_ERR_ARG,
+                         "%s: the request was started outside graph capture; wait for it outside capture too",
                          call);
     /* wait DONE; lower it; copy out (a receive); FIN */
     if ((rc = s_wait(&L, o, W_DONE, 1)) == PTSC_OK && (rc = s_write(&L, o, W_DONE, 0)) == PTSC_OK &&
@@ -973,7 +1025,7 @@ int ptsc_wait_enqueue(ptsc_stream_request_t *req, void *stream)
     if (rc != PTSC_OK)
         return rc; /* the handle stays: the stream's steps are incomplete */
     *req = NULL;
-    return take_error(ctx->index);
+    return PTSC_OK;
 }
 
 int ptsc_enqueue_sync(ptsc_ctx_t *ctx, void *stream)
@@ -1084,6 +1136,9 @@ void ptsc__enqueue_teardown(void)
     drain();
     for (op_t *o = Q.ops, *n; o; o = n) {
         n = o->next;
+        /* A captured operation whose graph lives may still be reached by a
+         * launch: its block stays (as does a block MPI may still touch). */
+        int graph_lives = o->tie && atomic_load(&o->tie->state) == 0;
         int done = atomic_load(&o->persistent) && o->st == P_IDLE && !o->w[W_REQ];
         if (!done) {
             ptsc__log(PTSC__LOG_WARN,
@@ -1093,13 +1148,14 @@ void ptsc__enqueue_teardown(void)
             for (int k = 0; (o->st == P_MPI || o->st == P_GATHER) && k < o->nmr; k++) {
                 if (o->mrs[k] == MPI_REQUEST_NULL)
                     continue;
-                if (o->kind == K_RECV || o->kind == K_IRECV)
+                if (o->kind == K_RECV || o->kind == K_IRECV || o->st == P_GATHER ||
+                    (o->kind == K_ALLREDUCE && o->mrs == o->mr && k == 1))
                     MPI_Cancel(&o->mrs[k]);
                 MPI_Request_free(&o->mrs[k]);
             }
             set_word(o, W_ACK, 1); /* no stream waits forever */
             set_word(o, W_DONE, 1);
-        } else {
+        } else if (!graph_lives && !o->spoiled) {
             block_free(o->block, o->dev);
         }
         op_free(o);

@@ -488,3 +488,20 @@ int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
     }
     return PTSC_OK;
 }
+
+int ptsc__gpu_memops(void) { return ptsc__memop_ready("stream-ordered calls"); }
+
+int ptsc__gpu_capture_id(void *stream, unsigned long long *id)
+{
+    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long i = 0;
+#if CUDART_VERSION >= 13000
+    cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, &i, NULL, NULL, NULL, NULL);
+#else
+    cudaError_t e = cudaStreamGetCaptureInfo_v2((cudaStream_t)stream, &st, &i, NULL, NULL, NULL);
+#endif
+    if (e != cudaSuccess)
+        return ptsc__gpu_fail(e, "cudaStreamGetCaptureInfo");
+    *id = st == cudaStreamCaptureStatusActive ? i : 0;
+    return PTSC_OK;
+}

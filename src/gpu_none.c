@@ -165,3 +165,15 @@ int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
     (void)arg;
     return ptsc__err(PTSC_ERR_NO_DEVICE, "graph capture: ptsc was built without CUDA");
 }
+
+int ptsc__gpu_memops(void)
+{
+    return ptsc__err(PTSC_ERR_NO_DEVICE, "stream-ordered calls: ptsc was built without CUDA");
+}
+
+int ptsc__gpu_capture_id(void *stream, unsigned long long *id)
+{
+    (void)stream;
+    *id = 0;
+    return PTSC_OK;
+}

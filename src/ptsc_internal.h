@@ -795,6 +795,10 @@ int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value);
  * the graph). fn runs on a thread of CUDA's and must not call CUDA. On a
  * failure after the object was made, fn has run already. */
 int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg);
+/* PTSC_OK when the driver has the stream memory operations. */
+int ptsc__gpu_memops(void);
+/* The id of the capture sequence `stream` is in; 0 when not capturing. */
+int ptsc__gpu_capture_id(void *stream, unsigned long long *id);
 /* Pinned host memory mapped for every device; *dev: its device address.
  * Freed by ptsc__gpu_host_free. */
 int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev);

@@ -29,7 +29,7 @@
  *   errors  a 400-byte message into a 40-byte receive (PTSC_ERR_TRUNCATE at
  *           the sync, the next message whole); the legacy stream and
  *           pageable host memory refused; a captured request's wait outside
- *           its capture refused.
+ *           its capture refused, and a one-shot request's wait inside one.
  *
  * Skips (77) without a device.
  */
@@ -233,6 +233,21 @@ static void errors_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
                  bad_[t]);
         bad_[t] = 0;
     }
+    /* A request started outside capture is not waited for inside one. */
+    ptsc_stream_request_t q = NULL;
+    cudaStream_t g2 = NULL;
+    cudaGraph_t graph = NULL;
+    GT_OK(ptsc_irecv_enqueue(ctx, small, 4, MPI_CHAR, peer_, t, 10, NULL, &q));
+    GT_CUDA(cudaStreamCreateWithFlags(&g2, cudaStreamNonBlocking));
+    GT_CUDA(cudaStreamBeginCapture(g2, cudaStreamCaptureModeThreadLocal));
+    GT_RC(ptsc_wait_enqueue(&q, g2), PTSC_ERR_ARG);
+    GT_CUDA(cudaStreamEndCapture(g2, &graph));
+    if (graph)
+        GT_CUDA(cudaGraphDestroy(graph));
+    GT_CUDA(cudaStreamDestroy(g2));
+    GT_OK(ptsc_send_enqueue(ctx, big, 4, MPI_CHAR, peer_, t, 10, NULL));
+    GT_OK(ptsc_wait_enqueue(&q, NULL));
+    GT_OK(ptsc_enqueue_sync(ctx, NULL));
     GT_CUDA(cudaFree(big));
     GT_CUDA(cudaFree(small));
 }
