@@ -508,7 +508,8 @@ PTSC_API int ptsc_enqueue_sync(ptsc_ctx_t *ctx, void *stream);
  * folded (in rank order, so every rank gets the same bits and
  * non-commutative operations their MPI meaning), and copies the result
  * into `rbuf`. Every rank's thread of the index must call it, in the same
- * order; it matches no host-side collective. A contiguous datatype; a
+ * order, which is the order its streams reach the calls (so one stream, or
+ * streams ordered with each other); it matches no host-side collective. A contiguous datatype; a
  * predefined operation on a datatype MPI defines it for, or any operation
  * of MPI_Op_create (both must outlive a graph that captured the call).
  * @return as ptsc_send_enqueue (PTSC_ERR_UNSUPPORTED also for an
