@@ -135,7 +135,7 @@ static struct {
     char *free_blocks[2][NCLASS]; /* [with a device][size class] */
     MPI_Comm comm;                /* point-to-point */
     MPI_Comm ccomm;               /* allreduce: tags 2 * thread (to the root), 2 * thread + 1 (the result) */
-    int tag_max, nthreads;
+    int tag_max;
     unsigned long long seq;
     atomic_int *err; /* per index: the first failure not yet reported */
     char (*detail)[PTSC__DETAIL_LEN];
@@ -474,6 +474,16 @@ static int test_all(op_t *o, int *flag)
     return MPI_SUCCESS;
 }
 
+/* An operation out of the proxy's list for good: its block back to the
+ * free lists (unless MPI may still touch it), the operation freed. */
+static void recycle(op_t *o)
+{
+    if (!o->spoiled)
+        block_put(o);
+    op_free(o);
+    atomic_fetch_sub(&Q.live, 1);
+}
+
 /* One pass over every operation; 1 when anything moved. *busy: MPI holds some. */
 static int pass(int *busy)
 {
@@ -491,10 +501,7 @@ static int pass(int *busy)
                 moved = 1;
             } else if (o->tie && atomic_load(&o->tie->state) == 1) { /* its graph is gone */
                 *pp = o->next;
-                if (!o->spoiled)
-                    block_put(o);
-                op_free(o);
-                atomic_fetch_sub(&Q.live, 1);
+                recycle(o);
                 moved = 1;
                 continue;
             }
@@ -525,10 +532,7 @@ static int pass(int *busy)
              * start, whose lowering could otherwise land on a reused block). */
             if (word(o, W_FIN) && ((o->kind != K_ISEND && o->kind != K_IRECV) || !word(o, W_ACK))) {
                 *pp = o->next;
-                if (!o->spoiled)
-                    block_put(o);
-                op_free(o);
-                atomic_fetch_sub(&Q.live, 1);
+                recycle(o);
                 moved = 1;
                 continue;
             }
@@ -716,7 +720,7 @@ static int check_buffer(const lane_t *L, const void *buf, size_t bytes, int capt
     if (!L->dev || !bytes || capturing)
         return PTSC_OK;
     ptsc_memclass_t c;
-    int rc = ptsc__gpu_classify(buf, &c);
+    int rc = ptsc__mem_classify(buf, &c);
     if (rc == PTSC_OK && c == PTSC_MEM_HOST)
         rc = ptsc__err(PTSC_ERR_UNSUPPORTED,
                        "%s: pageable host memory cannot be copied in stream order; use device, managed or "
@@ -1058,12 +1062,9 @@ int ptsc_enqueue_tag_max(int *tag_max)
 
 int ptsc__enqueue_setup(MPI_Comm world)
 {
-    int T = ptsc__g.nthreads, *ub = NULL, flag = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    long long tag_ub = flag && ub ? *ub : 32767;
-    long long space = (tag_ub + 1) / ((long long)T * T);
+    int T = ptsc__g.nthreads, rc = PTSC_OK, mrc = MPI_SUCCESS;
+    long long space = (ptsc__lanes_tag_ub() + 1) / ((long long)T * T);
     Q.tag_max = (int)(space - 1 < ptsc__g.tag_max ? space - 1 : ptsc__g.tag_max);
-    Q.nthreads = T;
     Q.seq = 0;
     Q.stop = Q.running = 0;
     Q.ops = Q.incoming = NULL;
@@ -1071,35 +1072,30 @@ int ptsc__enqueue_setup(MPI_Comm world)
     Q.err = calloc((size_t)T, sizeof *Q.err);
     Q.detail = calloc((size_t)T, sizeof *Q.detail);
     if (!Q.err || !Q.detail) {
-        free(Q.err);
-        free(Q.detail);
-        Q.err = NULL;
-        Q.detail = NULL;
-        return ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: enqueue tables");
+        rc = ptsc__err(PTSC_ERR_NO_MEMORY, "ptsc_init: enqueue tables");
+        goto fail;
     }
     for (int i = 0; i < T; i++)
         atomic_init(&Q.err[i], PTSC_OK);
-    int mrc = MPI_Comm_dup(world, &Q.comm);
-    if (mrc != MPI_SUCCESS) {
-        free(Q.err);
-        free(Q.detail);
-        Q.err = NULL;
-        Q.detail = NULL;
-        return ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
-    }
-    if ((mrc = MPI_Comm_dup(world, &Q.ccomm)) != MPI_SUCCESS) {
+    if ((mrc = MPI_Comm_dup(world, &Q.comm)) == MPI_SUCCESS &&
+        (mrc = MPI_Comm_dup(world, &Q.ccomm)) != MPI_SUCCESS)
         MPI_Comm_free(&Q.comm);
-        free(Q.err);
-        free(Q.detail);
-        Q.err = NULL;
-        Q.detail = NULL;
-        return ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
+    if (mrc != MPI_SUCCESS) {
+        Q.comm = Q.ccomm = MPI_COMM_NULL; /* teardown then does nothing */
+        rc = ptsc__err_mpi(mrc, "ptsc_init: MPI_Comm_dup for the enqueued calls");
+        goto fail;
     }
     MPI_Comm_set_errhandler(Q.comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(Q.ccomm, MPI_ERRORS_RETURN);
     MPI_Comm_set_name(Q.comm, "ptsc enqueue");
     MPI_Comm_set_name(Q.ccomm, "ptsc enqueue allreduce");
     return PTSC_OK;
+fail:
+    free(Q.err);
+    free(Q.detail);
+    Q.err = NULL;
+    Q.detail = NULL;
+    return rc;
 }
 
 /* Finalize: the proxy drains what MPI holds; what no stream reached, or

@@ -423,24 +423,28 @@ static int ptsc__memop_fail(CUresult r, const char *what)
     return ptsc__err(PTSC_ERR_CUDA, "%s failed (CUresult %d)", what, (int)r);
 }
 
-int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value)
+/* One stream memory operation through `fn` (flags: the operation's). */
+static int ptsc__memop(ptsc__memop_fn *fn, const char *what, void *stream, unsigned long long addr,
+                       unsigned value, unsigned flags)
 {
-    int rc = ptsc__memop_ready("cuStreamWriteValue32");
+    int rc = ptsc__memop_ready(what);
     if (rc != PTSC_OK)
         return rc;
+    CUresult r = (*fn)((CUstream)stream, (CUdeviceptr)addr, value, flags);
+    return r == CUDA_SUCCESS ? PTSC_OK : ptsc__memop_fail(r, what);
+}
+
+int ptsc__gpu_write32(void *stream, unsigned long long addr, unsigned value)
+{
     /* Default flags: a memory fence before the write, so what the stream
      * did before (a copy into a staging buffer) is visible with it. */
-    CUresult r = ptsc__write32_fn((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WRITE_VALUE_DEFAULT);
-    return r == CUDA_SUCCESS ? PTSC_OK : ptsc__memop_fail(r, "cuStreamWriteValue32");
+    return ptsc__memop(&ptsc__write32_fn, "cuStreamWriteValue32", stream, addr, value,
+                       CU_STREAM_WRITE_VALUE_DEFAULT);
 }
 
 int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value)
 {
-    int rc = ptsc__memop_ready("cuStreamWaitValue32");
-    if (rc != PTSC_OK)
-        return rc;
-    CUresult r = ptsc__wait32_fn((CUstream)stream, (CUdeviceptr)addr, value, CU_STREAM_WAIT_VALUE_EQ);
-    return r == CUDA_SUCCESS ? PTSC_OK : ptsc__memop_fail(r, "cuStreamWaitValue32");
+    return ptsc__memop(&ptsc__wait32_fn, "cuStreamWaitValue32", stream, addr, value, CU_STREAM_WAIT_VALUE_EQ);
 }
 
 int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
@@ -465,23 +469,40 @@ int ptsc__gpu_mapped_alloc(size_t n, void **host, unsigned long long *dev)
     return PTSC_OK;
 }
 
-int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
+/* The capture sequence `stream` is in: its id (0: not capturing) and, if
+ * asked, its graph. cudaStreamGetCaptureInfo gained an argument in CUDA 13. */
+static int ptsc__capture_info(void *stream, unsigned long long *id, cudaGraph_t *graph)
 {
     enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    unsigned long long i = 0;
     cudaGraph_t g = NULL;
 #if CUDART_VERSION >= 13000
-    cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, NULL, &g, NULL, NULL, NULL);
+    cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, &i, &g, NULL, NULL, NULL);
 #else
-    cudaError_t e = cudaStreamGetCaptureInfo_v2((cudaStream_t)stream, &st, NULL, &g, NULL, NULL);
+    cudaError_t e = cudaStreamGetCaptureInfo_v2((cudaStream_t)stream, &st, &i, &g, NULL, NULL);
 #endif
     if (e != cudaSuccess)
         return ptsc__gpu_fail(e, "cudaStreamGetCaptureInfo");
-    if (st != cudaStreamCaptureStatusActive || !g)
+    int active = st == cudaStreamCaptureStatusActive;
+    *id = active ? i : 0;
+    if (graph)
+        *graph = active ? g : NULL;
+    return PTSC_OK;
+}
+
+int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
+{
+    unsigned long long id = 0;
+    cudaGraph_t g = NULL;
+    int rc = ptsc__capture_info(stream, &id, &g);
+    if (rc != PTSC_OK)
+        return rc;
+    if (!g)
         return ptsc__err(PTSC_ERR_ARG, "the stream is not being captured");
     cudaUserObject_t obj;
     PTSC__CUDA_TRY(cudaUserObjectCreate(&obj, arg, fn, 1, cudaUserObjectNoDestructorSync),
                    "cudaUserObjectCreate");
-    e = cudaGraphRetainUserObject(g, obj, 1, cudaGraphUserObjectMove);
+    cudaError_t e = cudaGraphRetainUserObject(g, obj, 1, cudaGraphUserObjectMove);
     if (e != cudaSuccess) {
         (void)cudaUserObjectRelease(obj, 1); /* runs fn: the caller treats that as released */
         return ptsc__gpu_fail(e, "cudaGraphRetainUserObject");
@@ -493,15 +514,5 @@ int ptsc__gpu_memops(void) { return ptsc__memop_ready("stream-ordered calls"); }
 
 int ptsc__gpu_capture_id(void *stream, unsigned long long *id)
 {
-    enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    unsigned long long i = 0;
-#if CUDART_VERSION >= 13000
-    cudaError_t e = cudaStreamGetCaptureInfo((cudaStream_t)stream, &st, &i, NULL, NULL, NULL, NULL);
-#else
-    cudaError_t e = cudaStreamGetCaptureInfo_v2((cudaStream_t)stream, &st, &i, NULL, NULL, NULL);
-#endif
-    if (e != cudaSuccess)
-        return ptsc__gpu_fail(e, "cudaStreamGetCaptureInfo");
-    *id = st == cudaStreamCaptureStatusActive ? i : 0;
-    return PTSC_OK;
+    return ptsc__capture_info(stream, id, NULL);
 }

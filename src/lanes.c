@@ -30,12 +30,17 @@
 #endif
 #endif
 
+long long ptsc__lanes_tag_ub(void)
+{
+    int *ub = NULL, flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    return flag && ub ? *ub : 32767; /* the standard's minimum */
+}
+
 int ptsc__lanes_create(MPI_Comm world)
 {
     int T = ptsc__g.nthreads, shared = ptsc__g.cfg.comm == PTSC__COMM_SHARED;
-    int *ub = NULL, flag = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    long long tag_ub = flag && ub ? *ub : 32767; /* the standard's minimum */
+    long long tag_ub = ptsc__lanes_tag_ub();
     long long space = shared ? (tag_ub + 1) / (3LL * T * T) : (tag_ub + 1) / (2LL * T);
     if (space < 1)
         return ptsc__err(

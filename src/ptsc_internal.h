@@ -308,6 +308,8 @@ typedef struct {
     int tag;  /* encoded MPI tag */
 } ptsc__addr_t;
 
+/* MPI_TAG_UB of MPI_COMM_WORLD (32767, the standard's minimum, if unset). */
+long long ptsc__lanes_tag_ub(void);
 int ptsc__lanes_create(MPI_Comm world);
 void ptsc__lanes_free(void);
 /* Where a message from thread `me` to (rank, thread) with `tag` goes. */
