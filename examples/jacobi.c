@@ -209,6 +209,11 @@ static int work(ptsc_ctx_t *ctx, void *arg)
         memcpy(v, u, bytes);
     }
 
+    /* No thread enqueues before every thread has allocated, and none frees
+     * before every one is done (below): cudaFree, and CUDA's other calls
+     * that wait for the device, would wait for a stream whose enqueued
+     * receive waits for a thread stuck in that call (docs/design.md). */
+#pragma omp barrier
     /* Neighbour blocks as (rank, thread); -1 where the plate's edge is. */
     const int up = g > 0 ? g - 1 : -1, down = g < nblocks - 1 ? g + 1 : -1;
     const int T = job->nthreads;
@@ -290,6 +295,7 @@ static int work(ptsc_ctx_t *ctx, void *arg)
     }
     CHECK(ptsc_wait(&sreq));
 
+#pragma omp barrier
 #ifdef PTSC_HAVE_NVCC
     if (job->device) {
         CHECK_CUDA(jk_free(u));

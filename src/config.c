@@ -78,6 +78,11 @@ static const var_t vars[] = {
     {"PTSC_DIRECT_MIN", "auto", VAR_SIZE, FIELD(direct_min), NULL, 0, 1LL << 30,
      "On a CUDA-aware MPI, device messages smaller than this are staged through pinned memory (faster for "
      "small messages), larger ones go to MPI directly; auto is 1MiB. Capped at PTSC_STAGING_CHUNK."},
+    {"PTSC_ENQUEUE_POOL", "64MiB", VAR_SIZE, FIELD(enqueue_pool), NULL, 65536, 1LL << 40,
+     "Pinned memory for the stream-ordered calls (ptsc_*_enqueue): their messages are staged in blocks "
+     "of it. It is taken when no enqueued operation is in flight (a pinned allocation can wait for the "
+     "device, and a stream may be waiting for this very process), and grows only at such moments; an "
+     "enqueued call that finds it used up meanwhile returns PTSC_ERR_NO_MEMORY."},
     {"PTSC_PROGRESS", "thread", VAR_ENUM, FIELD(progress), progress_choices, 0, 0,
      "Who moves the parts of a message that MPI cannot move alone (pieces, staged copies, receive matching, "
      "posts deferred behind the thread scope's event) while their thread is away from ptsc: thread (a "

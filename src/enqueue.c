@@ -69,8 +69,8 @@ enum { K_SEND = 0, K_RECV, K_ISEND, K_IRECV, K_ALLREDUCE };
  * an allreduce's root gathering the contributions. */
 enum { P_IDLE = 0, P_PROBE, P_MPI, P_FIN, P_GATHER };
 
-#define CELL 64 /* the words' cell, a cache line before the staging bytes */
-#define NCLASS 48
+#define CELL 64    /* the words' cell, a cache line before the staging bytes */
+#define NCLASS 112 /* block sizes: four steps per doubling, CELL .. beyond 2 GiB */
 
 /* A captured operation's tie to its graph: CUDA calls graph_gone when the
  * graph and every instance of it are destroyed, and the proxy then
@@ -133,8 +133,15 @@ static struct {
     op_t *ops;                    /* the proxy's own list */
     atomic_int live;              /* ops armed and not yet recycled */
     char *free_blocks[2][NCLASS]; /* [with a device][size class] */
-    MPI_Comm comm;                /* point-to-point */
-    MPI_Comm ccomm;               /* allreduce: tags 2 * thread (to the root), 2 * thread + 1 (the result) */
+    struct pool {                 /* [with a device]: where blocks are carved from */
+        struct chunk *chunks;     /* every allocation, for finalize */
+        char *next;               /* the uncarved rest of the newest chunk */
+        size_t left;
+        unsigned long long next_d; /* its device address */
+        size_t taken;              /* bytes of every chunk */
+    } pool[2];
+    MPI_Comm comm;  /* point-to-point */
+    MPI_Comm ccomm; /* allreduce: tags 2 * thread (to the root), 2 * thread + 1 (the result) */
     int tag_max;
     unsigned long long seq;
     atomic_int *err; /* per index: the first failure not yet reported */
@@ -154,12 +161,82 @@ static void set_word(op_t *o, int k, unsigned v) { atomic_store_explicit(&o->w[k
 
 /* ---- blocks: cell + staging bytes, pinned and mapped with a device ----- */
 
+/* Block sizes: CELL << c/4 and a quarter more per step of c % 4 (at most a
+ * fifth of a block is unused). */
+static size_t class_size(int c)
+{
+    size_t base = (size_t)CELL << (c / 4), n = base + (base / 4) * (size_t)(c % 4);
+    return (n + CELL - 1) & ~(size_t)(CELL - 1); /* whole cells: blocks stay cache-line aligned */
+}
+
 static int class_of(size_t n)
 {
     int c = 0;
-    while (((size_t)CELL << c) < n)
+    while (c < NCLASS && class_size(c) < n)
         c++;
     return c;
+}
+
+/* The pool. Blocks are carved from chunks of PTSC_ENQUEUE_POOL bytes (or
+ * one block's size, if larger) and go back to a free list of their size
+ * class, never to the system, until finalize. A chunk is allocated only
+ * while no operation is armed (Q.live == 0, checked and held under Q.mu,
+ * so none can be armed meanwhile): with a device it is pinned memory, and
+ * CUDA's pinned allocation (like cudaFree) can wait for the device to go
+ * idle, which it never does while a stream waits for a word that this
+ * process's threads have still to move (docs/design.md, "Stream-ordered
+ * calls"). The same rule holds without a device, so that a program meets
+ * the same limit on every machine. Called with Q.mu held. */
+struct chunk {
+    struct chunk *next;
+    char *base;
+};
+
+#define GROW_WAIT_NS 5000000ull
+
+static int pool_grow(int dev, size_t need, const char *call)
+{
+    struct pool *P = &Q.pool[dev];
+    /* Operations whose streams are done but which the proxy has not
+     * recycled yet (within a nap of it) are waited for, briefly. */
+    for (uint64_t t0 = ptsc__now_ns(); atomic_load(&Q.live) != 0 && ptsc__now_ns() - t0 < GROW_WAIT_NS;) {
+        pthread_mutex_unlock(&Q.mu);
+        ptsc__nap_ns(50000);
+        pthread_mutex_lock(&Q.mu);
+    }
+    if (P->left >= need) /* another thread grew it meanwhile */
+        return PTSC_OK;
+    if (atomic_load(&Q.live) != 0)
+        return ptsc__err(PTSC_ERR_NO_MEMORY,
+                         "%s: the enqueued calls' pinned pool is used up (%zu bytes in chunks of "
+                         "PTSC_ENQUEUE_POOL, %d operations in flight or captured, %zu bytes asked); it grows "
+                         "only while no enqueued operation is in flight (a pinned allocation now could "
+                         "wait for a stream that waits for this process): raise PTSC_ENQUEUE_POOL",
+                         call, P->taken, atomic_load(&Q.live), need);
+    size_t n = ptsc__g.cfg.enqueue_pool > need ? ptsc__g.cfg.enqueue_pool : need;
+    struct chunk *k = malloc(sizeof *k);
+    char *b = NULL;
+    unsigned long long d = 0;
+    if (!k)
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: pool chunk", call);
+    if (dev) {
+        int rc = ptsc__gpu_mapped_alloc(n, (void **)&b, &d);
+        if (rc != PTSC_OK) {
+            free(k);
+            return rc;
+        }
+    } else if (!(b = aligned_alloc(CELL, n))) {
+        free(k);
+        return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: %zu bytes for the enqueued calls' pool", call, n);
+    }
+    k->base = b;
+    k->next = P->chunks;
+    P->chunks = k;
+    P->next = b;
+    P->next_d = d;
+    P->left = n;
+    P->taken += n;
+    return PTSC_OK;
 }
 
 static int block_get(op_t *o, size_t bytes, int dev)
@@ -168,27 +245,32 @@ static int block_get(op_t *o, size_t bytes, int dev)
     int c = class_of(CELL + bytes);
     if (c >= NCLASS)
         return ptsc__err(PTSC_ERR_UNSUPPORTED, "%s: %zu bytes is too large", kind_name[o->kind], bytes);
-    pthread_mutex_lock(&Q.mu);
-    char *b = Q.free_blocks[dev][c];
-    if (b)
-        Q.free_blocks[dev][c] = *(char **)(b + CELL - sizeof(char *));
-    pthread_mutex_unlock(&Q.mu);
+    size_t n = class_size(c);
+    struct pool *P = &Q.pool[dev];
+    int rc = PTSC_OK;
+    char *b = NULL;
     unsigned long long d = 0;
-    if (!b) {
-        size_t n = (size_t)CELL << c;
-        if (dev) {
-            int rc = ptsc__gpu_mapped_alloc(n, (void **)&b, &d);
-            if (rc != PTSC_OK)
-                return rc;
-        } else if (!(b = aligned_alloc(CELL, n))) {
-            return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: %zu bytes of staging", kind_name[o->kind], n);
+    pthread_mutex_lock(&Q.mu);
+    /* A free block of this class, or of a larger one, or a new one. */
+    for (int k = c; !b && k < NCLASS && k < c + 8; k++)
+        if ((b = Q.free_blocks[dev][k]) != NULL) {
+            Q.free_blocks[dev][k] = *(char **)(b + CELL - sizeof(char *));
+            c = k;
+            /* A free block's device address is kept in its cell's last bytes. */
+            memcpy(&d, b + CELL - 2 * sizeof d, sizeof d);
         }
+    if (!b && P->left < n)
+        rc = pool_grow(dev, n, kind_name[o->kind]);
+    if (!b && rc == PTSC_OK) {
+        b = P->next;
+        d = dev ? P->next_d : 0;
+        P->next += n;
+        P->next_d += dev ? n : 0;
+        P->left -= n;
     }
-    /* A block's device address is kept in its cell's last bytes while free;
-     * in use, the cell's first 16 bytes are the words. */
-    if (!d && dev)
-        memcpy(&d, b + CELL - 2 * sizeof d, sizeof d);
-    memcpy(b + CELL - 2 * sizeof d, &d, sizeof d);
+    pthread_mutex_unlock(&Q.mu);
+    if (rc != PTSC_OK)
+        return rc;
     o->block = b;
     o->cls = c;
     o->dev = dev;
@@ -201,18 +283,11 @@ static int block_get(op_t *o, size_t bytes, int dev)
 
 static void block_put(op_t *o)
 {
+    memcpy(o->block + CELL - 2 * sizeof o->dw, &o->dw, sizeof o->dw);
     pthread_mutex_lock(&Q.mu);
     *(char **)(o->block + CELL - sizeof(char *)) = Q.free_blocks[o->dev][o->cls];
     Q.free_blocks[o->dev][o->cls] = o->block;
     pthread_mutex_unlock(&Q.mu);
-}
-
-static void block_free(char *b, int dev)
-{
-    if (dev)
-        ptsc__gpu_host_free(b);
-    else
-        free(b);
 }
 
 static void op_free(op_t *o)
@@ -1131,6 +1206,7 @@ void ptsc__enqueue_teardown(void)
     if (running)
         pthread_join(Q.tid, NULL);
     drain();
+    int keep[2] = {0, 0}; /* a block of that pool may still be used: its chunks stay */
     for (op_t *o = Q.ops, *n; o; o = n) {
         n = o->next;
         /* A captured operation whose graph lives may still be reached by a
@@ -1152,19 +1228,24 @@ void ptsc__enqueue_teardown(void)
             }
             set_word(o, W_ACK, 1); /* no stream waits forever */
             set_word(o, W_DONE, 1);
-        } else if (!graph_lives && !o->spoiled) {
-            block_free(o->block, o->dev);
         }
+        keep[o->dev] |= !done || graph_lives || o->spoiled;
         op_free(o);
     }
     Q.ops = NULL;
     for (int dev = 0; dev < 2; dev++)
-        for (int c = 0; c < NCLASS; c++)
-            for (char *b = Q.free_blocks[dev][c], *n; b; b = n) {
-                n = *(char **)(b + CELL - sizeof(char *));
-                block_free(b, dev);
-            }
+        for (struct chunk *k = Q.pool[dev].chunks, *n; k; k = n) {
+            n = k->next;
+            if (keep[dev])
+                ; /* left alone for good */
+            else if (dev)
+                ptsc__gpu_host_free(k->base);
+            else
+                free(k->base);
+            free(k);
+        }
     memset(Q.free_blocks, 0, sizeof Q.free_blocks);
+    memset(Q.pool, 0, sizeof Q.pool);
     MPI_Comm_free(&Q.comm);
     MPI_Comm_free(&Q.ccomm);
     Q.comm = Q.ccomm = MPI_COMM_NULL;

@@ -95,11 +95,12 @@ typedef struct {
     int cuda_aware; /* PTSC__TRI_* */
     int staging;    /* PTSC__STAGING_* */
     size_t staging_chunk;
-    int staging_depth; /* slots per staging ring */
-    size_t direct_min; /* PTSC__SIZE_AUTO: auto */
-    int progress;      /* PTSC__PROGRESS_* */
-    int mem_cache;     /* PTSC__MEMCACHE_* */
-    int log;           /* PTSC__LOG_* */
+    int staging_depth;   /* slots per staging ring */
+    size_t direct_min;   /* PTSC__SIZE_AUTO: auto */
+    size_t enqueue_pool; /* PTSC_ENQUEUE_POOL: bytes of a chunk of enqueue.c's pool */
+    int progress;        /* PTSC__PROGRESS_* */
+    int mem_cache;       /* PTSC__MEMCACHE_* */
+    int log;             /* PTSC__LOG_* */
     int stats;
     int print_config;
     int timeout;                 /* PTSC_TIMEOUT seconds; 0: off */

@@ -165,6 +165,7 @@ int main(int argc, char **argv)
             KERNEL_US = atoi(argv[++i]);
     }
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); /* as examples/jacobi.c */
+    setenv("PTSC_ENQUEUE_POOL", "256MiB", 0);       /* every size at once: graphs keep their blocks */
     BENCH_CHECK(ptsc_init(&argc, &argv));
     int nranks = 0, nthreads = 0;
     BENCH_CHECK(ptsc_rank(&rank_));

@@ -52,13 +52,28 @@ static unsigned long long *bad_; /* mapped: per thread */
 
 #define SEED(t, k) (1000 * (t) + (k))
 
-static void order_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, int sender)
+/* Every device buffer of a thread, allocated before any thread of the rank
+ * enqueues and freed after every one has synchronised (a barrier each
+ * side): cudaFree, and CUDA's other calls that wait for the device, must
+ * not run while a stream of the process may wait for a word that another
+ * thread has still to move (docs/design.md, "Stream-ordered calls"). */
+typedef struct {
+    int *order[NMSG];       /* ORDER_INTS each */
+    int *a, *r;             /* sizes and allreduce: SIZES_INTS each */
+    int *sb, *rb, *ab, *ar; /* graph: GRAPH_INTS each */
+    unsigned *iter;         /* graph: launches counted on the device */
+    char *big, *small;      /* errors: 400 and 40 bytes */
+} bufs_t;
+
+#define ORDER_INTS 50000      /* 200 KB: above every eager size */
+#define SIZES_INTS (1u << 20) /* 4 MiB */
+static pthread_barrier_t bar_;
+
+static void order_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, int sender, bufs_t *B)
 {
-    size_t n = 50000; /* 200 KB: above every eager size */
-    int *b[NMSG];
+    size_t n = ORDER_INTS;
+    int **b = B->order;
     ptsc_stream_request_t rq[NMSG];
-    for (int k = 0; k < NMSG; k++)
-        GT_CUDA(cudaMalloc((void **)&b[k], n * sizeof(int)));
     if (sender) {
         for (int k = 0; k < NMSG; k++) {
             GT_CUDA(ptsc_tk_spin_fill(b[k], n, SEED(t, k), SPIN_US, s));
@@ -77,16 +92,12 @@ static void order_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, int sender)
     GT_OK(ptsc_enqueue_sync(ctx, NULL));
     GT_CHECK(bad_[t] == 0, "order: thread %d: %llu bad elements in %d messages of one tag", t, bad_[t], NMSG);
     bad_[t] = 0;
-    for (int k = 0; k < NMSG; k++)
-        GT_CUDA(cudaFree(b[k]));
 }
 
-static void sizes_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
+static void sizes_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, bufs_t *B)
 {
-    size_t max = 1u << 20; /* ints: 4 MiB */
-    int *a = NULL, *r = NULL;
-    GT_CUDA(cudaMalloc((void **)&a, max * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&r, max * sizeof(int)));
+    size_t max = SIZES_INTS;
+    int *a = B->a, *r = B->r;
     for (size_t n = 1, k = 0; n <= max; n *= 8, k++) {
         int seed = SEED(t, 100 + (int)k), reply = SEED(t, 200 + (int)k);
         if (rank_ == 0) {
@@ -104,21 +115,14 @@ static void sizes_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
     GT_OK(ptsc_enqueue_sync(ctx, NULL));
     GT_CHECK(bad_[t] == 0, "sizes: thread %d: %llu bad elements", t, bad_[t]);
     bad_[t] = 0;
-    GT_CUDA(cudaFree(a));
-    GT_CUDA(cudaFree(r));
 }
 
-static void graph_case(ptsc_ctx_t *ctx, int t)
+static void graph_case(ptsc_ctx_t *ctx, int t, bufs_t *B)
 {
     cudaStream_t g = NULL;
-    int *sb = NULL, *rb = NULL, *ab = NULL, *ar = NULL;
-    unsigned *iter = NULL, launches = 0;
+    int *sb = B->sb, *rb = B->rb, *ab = B->ab, *ar = B->ar;
+    unsigned *iter = B->iter, launches = 0;
     GT_CUDA(cudaStreamCreateWithFlags(&g, cudaStreamNonBlocking));
-    GT_CUDA(cudaMalloc((void **)&sb, GRAPH_INTS * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&rb, GRAPH_INTS * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&ab, GRAPH_INTS * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&ar, GRAPH_INTS * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&iter, sizeof *iter));
     GT_CUDA(cudaMemsetAsync(iter, 0, sizeof *iter, g));
     GT_CUDA(cudaStreamSynchronize(g));
     cudaGraph_t graph = NULL;
@@ -158,7 +162,8 @@ static void graph_case(ptsc_ctx_t *ctx, int t)
         GT_CUDA(cudaStreamSynchronize(g));
         double ms = gt_now_ms() - t0;
         GT_OK(ptsc_enqueue_sync(ctx, NULL));
-        GT_CUDA(cudaMemcpy(&launches, iter, sizeof launches, cudaMemcpyDeviceToHost));
+        GT_CUDA(cudaMemcpyAsync(&launches, iter, sizeof launches, cudaMemcpyDeviceToHost, g));
+        GT_CUDA(cudaStreamSynchronize(g));
         GT_CHECK(launches == GRAPH_LAUNCHES, "graph: thread %d: %u launches counted, expected %d", t,
                  launches, GRAPH_LAUNCHES);
         GT_CHECK(bad_[t] == 0, "graph: thread %d: %llu bad elements over %d launches", t, bad_[t],
@@ -176,20 +181,13 @@ static void graph_case(ptsc_ctx_t *ctx, int t)
     if (graph)
         GT_CUDA(cudaGraphDestroy(graph));
     bad_[t] = 0;
-    GT_CUDA(cudaFree(sb));
-    GT_CUDA(cudaFree(rb));
-    GT_CUDA(cudaFree(ab));
-    GT_CUDA(cudaFree(ar));
-    GT_CUDA(cudaFree(iter));
     GT_CUDA(cudaStreamDestroy(g));
 }
 
-static void allreduce_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
+static void allreduce_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, bufs_t *B)
 {
-    size_t max = 1u << 20;
-    int *d = NULL, *r = NULL, *h = malloc(max * sizeof(int));
-    GT_CUDA(cudaMalloc((void **)&d, max * sizeof(int)));
-    GT_CUDA(cudaMalloc((void **)&r, max * sizeof(int)));
+    size_t max = SIZES_INTS;
+    int *d = B->a, *r = B->r, *h = malloc(max * sizeof(int));
     for (size_t n = 1, k = 0; n <= max && h; n *= 16, k++) {
         /* rank 0: the pattern, rank 1: the pattern of another seed; the sum is checked on the host. */
         int seed = SEED(t, 400 + (int)k) + 37 * rank_, in_place = k % 2;
@@ -197,7 +195,8 @@ static void allreduce_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
         GT_OK(ptsc_allreduce_enqueue(ctx, in_place ? MPI_IN_PLACE : d, in_place ? d : r, (int)n, MPI_INT,
                                      MPI_SUM, NULL));
         GT_OK(ptsc_enqueue_sync(ctx, NULL));
-        GT_CUDA(cudaMemcpy(h, in_place ? d : r, n * sizeof(int), cudaMemcpyDeviceToHost));
+        GT_CUDA(cudaMemcpyAsync(h, in_place ? d : r, n * sizeof(int), cudaMemcpyDeviceToHost, s));
+        GT_CUDA(cudaStreamSynchronize(s));
         size_t bad = 0;
         for (size_t i = 0; i < n; i++)
             bad += h[i] != (int)((unsigned)ptsc_tk_pattern(SEED(t, 400 + (int)k), i) +
@@ -206,15 +205,11 @@ static void allreduce_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
                  bad);
     }
     free(h);
-    GT_CUDA(cudaFree(d));
-    GT_CUDA(cudaFree(r));
 }
 
-static void errors_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
+static void errors_case(ptsc_ctx_t *ctx, int t, cudaStream_t s, bufs_t *B)
 {
-    char *big = NULL, *small = NULL, host[8];
-    GT_CUDA(cudaMalloc((void **)&big, 400));
-    GT_CUDA(cudaMalloc((void **)&small, 40));
+    char *big = B->big, *small = B->small, host[8];
     GT_RC(ptsc_send_enqueue(ctx, big, 40, MPI_CHAR, peer_, t, 9, (void *)cudaStreamLegacy), PTSC_ERR_ARG);
     GT_RC(ptsc_send_enqueue(ctx, host, 8, MPI_CHAR, peer_, t, 9, NULL), PTSC_ERR_UNSUPPORTED);
     GT_CUDA(ptsc_tk_spin_fill((int *)big, 100, SEED(t, 300), SPIN_US, s));
@@ -248,8 +243,6 @@ static void errors_case(ptsc_ctx_t *ctx, int t, cudaStream_t s)
     GT_OK(ptsc_send_enqueue(ctx, big, 4, MPI_CHAR, peer_, t, 10, NULL));
     GT_OK(ptsc_wait_enqueue(&q, NULL));
     GT_OK(ptsc_enqueue_sync(ctx, NULL));
-    GT_CUDA(cudaFree(big));
-    GT_CUDA(cudaFree(small));
 }
 
 static void *thread_main(void *arg)
@@ -257,16 +250,42 @@ static void *thread_main(void *arg)
     int t = (int)(intptr_t)arg;
     ptsc_ctx_t *ctx = NULL;
     GT_OK(ptsc_thread_attach(t, &ctx));
-    if (!ctx)
+    if (!ctx) { /* counted as a failure; the others still meet it twice */
+        pthread_barrier_wait(&bar_);
+        pthread_barrier_wait(&bar_);
         return NULL;
+    }
     cudaStream_t s = gt_stream(ctx);
+    bufs_t B;
+    memset(&B, 0, sizeof B);
+    for (int k = 0; k < NMSG; k++)
+        GT_CUDA(cudaMalloc((void **)&B.order[k], ORDER_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.a, SIZES_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.r, SIZES_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.sb, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.rb, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.ab, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.ar, GRAPH_INTS * sizeof(int)));
+    GT_CUDA(cudaMalloc((void **)&B.iter, sizeof *B.iter));
+    GT_CUDA(cudaMalloc((void **)&B.big, 400));
+    GT_CUDA(cudaMalloc((void **)&B.small, 40));
+    GT_CUDA(cudaMemsetAsync(B.iter, 0, sizeof *B.iter, s));
+    GT_CUDA(cudaStreamSynchronize(s));
+    pthread_barrier_wait(&bar_);
     int low = rank_ < peer_;
     for (int round = 0; round < 2; round++)
-        order_case(ctx, t, s, low ^ round);
-    sizes_case(ctx, t, s);
-    graph_case(ctx, t);
-    allreduce_case(ctx, t, s);
-    errors_case(ctx, t, s);
+        order_case(ctx, t, s, low ^ round, &B);
+    sizes_case(ctx, t, s, &B);
+    graph_case(ctx, t, &B);
+    allreduce_case(ctx, t, s, &B);
+    errors_case(ctx, t, s, &B);
+    GT_OK(ptsc_enqueue_sync(ctx, NULL));
+    pthread_barrier_wait(&bar_);
+    for (int k = 0; k < NMSG; k++)
+        GT_CUDA(cudaFree(B.order[k]));
+    void *all[] = {B.a, B.r, B.sb, B.rb, B.ab, B.ar, B.iter, B.big, B.small};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        GT_CUDA(cudaFree(all[k]));
     GT_OK(ptsc_thread_detach());
     return NULL;
 }
@@ -280,6 +299,10 @@ int main(int argc, char **argv)
     if (skip)
         return skip;
     setenv("PTSC_MAX_THREADS", "4", 0);
+    /* Blocks in flight at once: 4 threads x (8 x 200 KB, or 4 MiB each
+     * way, or an allreduce's 2 x 4 MiB at the root), and what the free
+     * lists keep of each size class. */
+    setenv("PTSC_ENQUEUE_POOL", "256MiB", 0);
     if (ptsc_init(&argc, &argv) != PTSC_OK) {
         fprintf(stderr, "FAIL ptsc_init: %s\n", ptsc_last_error());
         return 1;
@@ -297,10 +320,12 @@ int main(int argc, char **argv)
     GT_CUDA(cudaHostAlloc((void **)&bad_, NT * sizeof *bad_, cudaHostAllocMapped | cudaHostAllocPortable));
     memset(bad_, 0, NT * sizeof *bad_);
     pthread_t th[NT];
+    pthread_barrier_init(&bar_, NULL, NT);
     for (int t = 0; t < NT; t++)
         pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
     for (int t = 0; t < NT; t++)
         pthread_join(th[t], NULL);
+    pthread_barrier_destroy(&bar_);
     GT_CUDA(cudaFreeHost(bad_));
     /* Every graph is destroyed and every one-shot operation done: the proxy
      * recycles them all (a captured one when CUDA destroys its graph). */

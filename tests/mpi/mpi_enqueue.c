@@ -38,6 +38,13 @@
  * the receive meanwhile (the ctest entry matches the line), and the
  * message must still arrive.
  *
+ * `mpi_enqueue pool` (run with PTSC_ENQUEUE_POOL=64k) runs only this: rank
+ * 0 starts four 16000-byte isends, which fill the pool, and a fifth, which
+ * must be refused with PTSC_ERR_NO_MEMORY and send nothing; rank 1 receives
+ * the four. Once both are synchronised the pool grows: a 200000-byte
+ * message goes through, then one of the refused isend's tag, which must be
+ * the one that arrives.
+ *
  * Skips (77) on a rank with a device: tests/gpu/test_gpu_enqueue.c covers
  * device buffers.
  */
@@ -387,6 +394,47 @@ static int timeout_case(ptsc_ctx_t *ctx)
     return ptsc_enqueue_sync(ctx, NULL);
 }
 
+static int pool_case(ptsc_ctx_t *ctx)
+{
+    enum { N = 4, SMALL = 4000, BIG = 50000 };
+    int *m = calloc((size_t)(N * SMALL + BIG), sizeof(int)), x = 0, rc = PTSC_OK;
+    ptsc_stream_request_t rq[N + 1];
+    CHECK(m != NULL, "out of memory");
+    if (!m)
+        return PTSC_ERR_NO_MEMORY;
+    if (g_rank == 0) {
+        for (int i = 0; i < N * SMALL + BIG; i++)
+            m[i] = 7 * i + 1;
+        for (int k = 0; k < N; k++)
+            CHECK_OK(ptsc_isend_enqueue(ctx, m + k * SMALL, SMALL, MPI_INT, 1, 0, 5, NULL, &rq[k]));
+        rc = ptsc_isend_enqueue(ctx, m, SMALL, MPI_INT, 1, 0, 6, NULL, &rq[N]);
+        CHECK(rc == PTSC_ERR_NO_MEMORY && strstr(ptsc_last_error(), "PTSC_ENQUEUE_POOL"),
+              "a fifth isend into a full pool returned %s: %s", ptsc_status_name(rc), ptsc_last_error());
+        MPI_Barrier(bar[0]);
+        for (int k = 0; k < N; k++)
+            CHECK_OK(ptsc_wait_enqueue(&rq[k], NULL));
+        CHECK_OK(ptsc_enqueue_sync(ctx, NULL));
+        CHECK_OK(ptsc_send_enqueue(ctx, m + N * SMALL, BIG, MPI_INT, 1, 0, 5, NULL));
+        x = 777;
+        CHECK_OK(ptsc_send_enqueue(ctx, &x, 1, MPI_INT, 1, 0, 6, NULL));
+    } else if (g_rank == 1) {
+        MPI_Barrier(bar[0]);
+        for (int k = 0; k < N; k++)
+            CHECK_OK(ptsc_recv_enqueue(ctx, m + k * SMALL, SMALL, MPI_INT, 0, 0, 5, NULL));
+        CHECK_OK(ptsc_enqueue_sync(ctx, NULL));
+        CHECK_OK(ptsc_recv_enqueue(ctx, m + N * SMALL, BIG, MPI_INT, 0, 0, 5, NULL));
+        CHECK_OK(ptsc_recv_enqueue(ctx, &x, 1, MPI_INT, 0, 0, 6, NULL));
+        CHECK_OK(ptsc_enqueue_sync(ctx, NULL));
+        int bad = 0;
+        for (int i = 0; i < N * SMALL + BIG; i++)
+            bad += m[i] != 7 * i + 1;
+        CHECK(bad == 0, "%d of %d ints wrong after the pool filled and grew", bad, N * SMALL + BIG);
+        CHECK(x == 777, "the refused isend's tag brought %d, expected the later message (777)", x);
+    }
+    free(m);
+    return ptsc_enqueue_sync(ctx, NULL);
+}
+
 static int run(int t)
 {
     ptsc_ctx_t *ctx = NULL;
@@ -432,12 +480,12 @@ int main(int argc, char **argv)
     bar = calloc((size_t)T, sizeof *bar);
     for (int t = 0; t < T; t++)
         MPI_Comm_dup(MPI_COMM_WORLD, &bar[t]);
-    if (argc > 1 && !strcmp(argv[1], "timeout")) {
+    if (argc > 1 && (!strcmp(argv[1], "timeout") || !strcmp(argv[1], "pool"))) {
         ptsc_ctx_t *ctx = NULL;
         g_me = 0;
         if (ptsc_thread_attach(0, &ctx) == PTSC_OK) {
-            int rc = timeout_case(ctx);
-            CHECK(rc == PTSC_OK, "timeout case: %s: %s", ptsc_status_name(rc), ptsc_last_error());
+            int rc = argv[1][0] == 't' ? timeout_case(ctx) : pool_case(ctx);
+            CHECK(rc == PTSC_OK, "%s case: %s: %s", argv[1], ptsc_status_name(rc), ptsc_last_error());
             ptsc_thread_detach();
         }
         for (int t = 0; t < T; t++)
