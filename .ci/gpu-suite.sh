@@ -22,7 +22,8 @@
 # runs (about 450 s together; the builds still run). One call of at most ten
 # minutes fits the suite with benchmarks and sanitizer off, or the benchmarks
 # and sanitizer with ctest off. PTSC_GPU_CTEST_LABEL=gpu runs only the tests
-# of that ctest label. PTSC_GPU_BUILDS="sys" or "cuda" runs one build
+# of that ctest label, PTSC_GPU_CTEST_REGEX=RE only those whose names match
+# (ctest -R; a partial run, for a short call). PTSC_GPU_BUILDS="sys" or "cuda" runs one build
 # (default both), so that the whole suite of each fits a call;
 # PTSC_GPU_DIFF_OPS (default 600) sets the length of the mpi_diff schedules.
 # PTSC_GPU_STRESS=0 leaves the mpi_stress device runs out (step 6, expected
@@ -59,13 +60,14 @@ GPU_CTEST=${PTSC_GPU_CTEST:-1}
 GPU_BENCH=${PTSC_GPU_BENCH:-1}
 GPU_SANITIZER=${PTSC_GPU_SANITIZER:-1}
 GPU_LABEL=${PTSC_GPU_CTEST_LABEL:-}
+GPU_REGEX=${PTSC_GPU_CTEST_REGEX:-}
 GPU_BUILDS=${PTSC_GPU_BUILDS:-sys cuda}
 GPU_DIFF_OPS=${PTSC_GPU_DIFF_OPS:-600}
 GPU_STRESS=${PTSC_GPU_STRESS:-1}
 GPU_STRESS_ROUNDS=${PTSC_GPU_STRESS_ROUNDS:-50}
 GPU_SAN_STRESS=${PTSC_GPU_SAN_STRESS:-4 16 50 16}
 GPU_SAN_LIMIT=${PTSC_GPU_SAN_LIMIT:-120}
-unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS \
+unset PTSC_GPU_CTEST PTSC_GPU_BENCH PTSC_GPU_SANITIZER PTSC_GPU_CTEST_LABEL PTSC_GPU_CTEST_REGEX PTSC_GPU_BUILDS PTSC_GPU_DIFF_OPS \
   PTSC_GPU_STRESS PTSC_GPU_STRESS_ROUNDS PTSC_GPU_SAN_STRESS PTSC_GPU_SAN_LIMIT
 want() { case " $GPU_BUILDS " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -194,11 +196,11 @@ build_and_test() {
     return
   fi
   # The whole suite: unit, mpi, doc, format, examples and gpu (labels).
-  run_step "$tag-ctest" 480 ctest --test-dir "$dir" -j 4 ${GPU_LABEL:+-L "$GPU_LABEL"} --output-on-failure --timeout 300 \
+  run_step "$tag-ctest" 480 ctest --test-dir "$dir" -j 4 ${GPU_LABEL:+-L "$GPU_LABEL"} ${GPU_REGEX:+-R "$GPU_REGEX"} --output-on-failure --timeout 300 \
     --output-junit "$OUT/$tag-ctest.xml"
   local st=PASS
   [ "$STEP_RC" -eq 0 ] || st=FAIL
-  row "$tag ctest (${GPU_LABEL:-all})" "$st" "$(ctest_counts "$OUT/$tag-ctest.log")" "$STEP_SECS"
+  row "$tag ctest (${GPU_LABEL:-all}${GPU_REGEX:+, -R $GPU_REGEX})" "$st" "$(ctest_counts "$OUT/$tag-ctest.log")" "$STEP_SECS"
   # The per-case tables the GPU tests print, gathered for docs/gpu-results.md.
   grep -E '^\|' "$dir/Testing/Temporary/LastTest.log" >"$OUT/$tag-tables.md" 2>/dev/null || true
   local gl

@@ -451,14 +451,23 @@ typedef struct ptsc_stream_request *ptsc_stream_request_t;
  * streams on that queue with it: set CUDA_DEVICE_MAX_CONNECTIONS=32 (before
  * CUDA starts) so that each thread's stream has its own queue, or one
  * thread's enqueued receive may hold up the send of another thread that it
- * waits for.
+ * waits for. Likewise, while any thread of the rank has enqueued work in
+ * flight, no thread of it may call what CUDA makes wait for the whole
+ * device (cudaFree, cudaFreeHost, cudaHostAlloc, cudaHostUnregister, a
+ * synchronous cudaMemcpy while the waiting stream is a blocking one): the
+ * device does not go idle while a stream waits for a thread stuck in such
+ * a call. Allocate before the first enqueued call, free after every
+ * thread's ptsc_enqueue_sync (docs/design.md, "Stream-ordered calls").
+ * Staging blocks come from a pinned pool of PTSC_ENQUEUE_POOL bytes per
+ * chunk, taken only while nothing is in flight, for the same reason.
  * @return PTSC_OK; PTSC_ERR_NULL_BUFFER; PTSC_ERR_COUNT; PTSC_ERR_ARG (bad
  *         datatype, the legacy stream, a stream without a device);
  *         PTSC_ERR_RANK (also PTSC_ANY_RANK); PTSC_ERR_THREAD; PTSC_ERR_TAG
  *         (see ptsc_enqueue_tag_max); PTSC_ERR_UNSUPPORTED (a datatype with
  *         holes, pageable host memory with a device, a driver without stream
- *         memory operations); PTSC_ERR_CUDA; PTSC_ERR_CAPTURING; or an
- *         earlier operation's failure.
+ *         memory operations); PTSC_ERR_NO_MEMORY (the pool is used up while
+ *         operations are in flight: raise PTSC_ENQUEUE_POOL); PTSC_ERR_CUDA;
+ *         PTSC_ERR_CAPTURING; or an earlier operation's failure.
  */
 PTSC_API int ptsc_send_enqueue(ptsc_ctx_t *ctx, const void *buf, int count, MPI_Datatype type, int rank,
                                int thread, int tag, void *stream);
