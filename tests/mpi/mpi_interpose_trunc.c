@@ -17,6 +17,12 @@
  *                   Wait, and a dense derived type of one int): more than
  *                   the staging's smallest host copy (64 KiB), so an
  *                   overflow into it is caught by AddressSanitizer;
+ *   bytes-to-byte   the same 100000 bytes into one byte (Recv, Irecv + Wait):
+ *                   no gap type has one byte, so the staging gives MPI
+ *                   two bytes' room behind its gap;
+ *   two-to-byte     2 bytes into one byte: nothing may be written past the
+ *                   byte; MPI cannot report this truncation through that
+ *                   room (docs/design.md), so its class is shown, not judged;
  *
  * Each must end in MPI_ERR_TRUNCATE (or success with nothing written for
  * a count-0 receive) with every byte past the receive's data unchanged.
@@ -54,8 +60,16 @@ static int receive(int c, unsigned char *buf, MPI_Datatype vec, MPI_Datatype one
         if (rc == MPI_SUCCESS)
             rc = MPI_Wait(&q, &st);
         break;
-    default:
+    case 3:
         rc = MPI_Recv(buf, 1, one_int, 1, c, MPI_COMM_WORLD, &st);
+        break;
+    case 5:
+        rc = MPI_Irecv(buf, 1, MPI_BYTE, 1, c, MPI_COMM_WORLD, &q);
+        if (rc == MPI_SUCCESS)
+            rc = MPI_Wait(&q, &st);
+        break;
+    default:
+        rc = MPI_Recv(buf, 1, MPI_BYTE, 1, c, MPI_COMM_WORLD, &st);
         break;
     }
     MPI_Error_class(rc, &cls);
@@ -83,9 +97,12 @@ int main(int argc, char **argv)
     MPI_Type_contiguous(1, MPI_INT, &one_int);
     MPI_Type_commit(&one_int);
     unsigned char *buf = malloc(BUF);
-    static const char *name[] = {"vector-to-zero", "bytes-to-int (Recv)", "bytes-to-int (Irecv)",
-                                 "bytes-to-int (contiguous type)"};
-    for (int c = 0; c < 4; c++) {
+    static const char *name[] = {"vector-to-zero",       "bytes-to-int (Recv)",
+                                 "bytes-to-int (Irecv)", "bytes-to-int (contiguous type)",
+                                 "bytes-to-byte (Recv)", "bytes-to-byte (Irecv)",
+                                 "two-to-byte (Recv)"};
+    enum { NCASE = sizeof name / sizeof name[0] };
+    for (int c = 0; c < NCASE; c++) {
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == 1) {
             for (int i = 0; i < BUF; i++)
@@ -93,16 +110,16 @@ int main(int argc, char **argv)
             if (c == 0)
                 MPI_Send(buf, 1, vec, 0, c, MPI_COMM_WORLD);
             else
-                MPI_Send(buf, BIG, MPI_BYTE, 0, c, MPI_COMM_WORLD);
+                MPI_Send(buf, c == 6 ? 2 : BIG, MPI_BYTE, 0, c, MPI_COMM_WORLD);
             continue;
         }
         memset(buf, MARK, BUF);
         int cls = receive(c, buf, vec, one_int);
-        size_t keep = c == 0 ? 0 : sizeof(int), written = 0;
+        size_t keep = c == 0 ? 0 : c >= 4 ? 1 : sizeof(int), written = 0;
         for (size_t i = keep; i < BUF; i++)
             written += buf[i] != MARK;
         int judged = c == 0 || staged;
-        int ok = cls == MPI_ERR_TRUNCATE && written == 0;
+        int ok = (cls == MPI_ERR_TRUNCATE || c == 6) && written == 0;
         printf("mpi_interpose_trunc: %s: error class %d, %zu bytes written past the receive%s\n", name[c],
                cls, written, judged ? "" : " (not staged: the MPI's own behaviour, not judged)");
         if (judged && !ok) {
