@@ -523,7 +523,9 @@ static int probe(op_t *o)
 static void watch(op_t *o, uint64_t now)
 {
     int t = ptsc__g.cfg.timeout;
-    if (!t || o->warned || now - o->since < (uint64_t)t * 1000000000ull)
+    /* `now` is read once per pass, before an operation started later in the
+     * same pass: since > now there, not a wait of some 2^64 ns. */
+    if (!t || o->warned || now <= o->since || now - o->since < (uint64_t)t * 1000000000ull)
         return;
     o->warned = 1;
     ptsc__log(
