@@ -559,6 +559,7 @@ static void recycle(op_t *o)
         block_put(o);
     op_free(o);
     atomic_fetch_sub(&Q.live, 1);
+    ptsc__gpu_frees_hold(-1);
 }
 
 /* One pass over every operation; 1 when anything moved. *busy: MPI holds some. */
@@ -726,6 +727,7 @@ static int arm(op_t *o)
     o->next = Q.incoming;
     Q.incoming = o;
     atomic_fetch_add(&Q.live, 1);
+    ptsc__gpu_frees_hold(1); /* no cudaFreeHost in ptsc while a stream may wait (gpu_cuda.c) */
     pthread_cond_signal(&Q.cv);
     pthread_mutex_unlock(&Q.mu);
     return PTSC_OK;
@@ -1256,6 +1258,7 @@ void ptsc__enqueue_teardown(void)
     Q.err = NULL;
     Q.detail = NULL;
     Q.running = Q.stop = 0;
+    ptsc__gpu_frees_hold(-atomic_load(&Q.live)); /* what finalize gave up or keeps */
     atomic_store(&Q.live, 0);
 }
 

@@ -18,6 +18,7 @@
 #include <cuda.h> /* the driver's types and flags of the stream memory operations only */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -83,6 +84,9 @@ int ptsc__gpu_init(int *ndevices)
     return PTSC_OK;
 }
 
+static void grave_flush(void); /* pinned frees held back (below) */
+static atomic_int frees_held;
+
 void ptsc__gpu_finalize(void)
 {
     /* Owned streams and staging buffers belong to contexts and are freed at
@@ -90,6 +94,8 @@ void ptsc__gpu_finalize(void)
      * ptsc_finalize. Tracking stops here (a later init starts it again). */
     ptsc__memtrack_stop();
     ptsc__g.mem_tracked = 0;
+    atomic_store(&frees_held, 0);
+    grave_flush();
 }
 
 int ptsc__gpu_describe(int d, char *buf, size_t n)
@@ -304,10 +310,66 @@ int ptsc__gpu_host_alloc(size_t n, void **p)
     return PTSC_OK;
 }
 
+/* Pinned frees held back. cudaFreeHost waits for the device to go idle,
+ * holding the context's lock, and the device does not go idle while a
+ * stream waits on a word of an enqueued operation that a thread stuck
+ * behind that lock has still to move (docs/design.md, "Stream-ordered
+ * calls"). While enqueue.c holds frees (operations armed), the staging
+ * pools' frees are kept here and done by the first free after the hold
+ * ends, or at ptsc_finalize. */
+static atomic_int frees_held;
+static pthread_mutex_t grave_mu = PTHREAD_MUTEX_INITIALIZER;
+static void **grave;
+static size_t ngrave, capgrave;
+
+void ptsc__gpu_frees_hold(int delta) { atomic_fetch_add(&frees_held, delta); }
+
+static void free_now(void *p)
+{
+    if (cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static void grave_flush(void)
+{
+    pthread_mutex_lock(&grave_mu);
+    if (!ngrave) {
+        pthread_mutex_unlock(&grave_mu);
+        return;
+    }
+    void **g = grave;
+    size_t n = ngrave;
+    grave = NULL;
+    ngrave = capgrave = 0;
+    pthread_mutex_unlock(&grave_mu);
+    for (size_t i = 0; i < n; i++)
+        free_now(g[i]);
+    free(g);
+}
+
 void ptsc__gpu_host_free(void *p)
 {
-    if (p != NULL && cudaFreeHost(p) != cudaSuccess)
-        (void)cudaGetLastError();
+    if (p == NULL)
+        return;
+    if (atomic_load(&frees_held) > 0) {
+        pthread_mutex_lock(&grave_mu);
+        if (ngrave == capgrave) {
+            size_t cap = capgrave ? 2 * capgrave : 16;
+            void **g = realloc(grave, cap * sizeof *g);
+            if (g) {
+                grave = g;
+                capgrave = cap;
+            }
+        }
+        int kept = ngrave < capgrave;
+        if (kept)
+            grave[ngrave++] = p;
+        pthread_mutex_unlock(&grave_mu);
+        if (kept)
+            return; /* out of memory for the list: freed now, as before */
+    }
+    free_now(p);
+    grave_flush(); /* what was kept while the hold lasted */
 }
 
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)

@@ -771,6 +771,9 @@ int ptsc__gpu_capturing(void *stream, int scope, int *capturing);
 int ptsc__gpu_classify(const void *p, ptsc_memclass_t *cls);
 int ptsc__gpu_host_alloc(size_t n, void **p);
 void ptsc__gpu_host_free(void *p);
+/* +1 / -1: while held (enqueued operations armed), ptsc__gpu_host_free keeps
+ * its pinned frees for later (cudaFreeHost waits for the device). */
+void ptsc__gpu_frees_hold(int delta);
 /* cudaMemcpyAsync with cudaMemcpyDefault on `stream`. */
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream);
 /* cudaMemcpy2DAsync with cudaMemcpyDefault: `rows` runs of `width` bytes,
