@@ -136,6 +136,7 @@ static struct {
     struct pool {                 /* [with a device]: where blocks are carved from */
         struct chunk *chunks;     /* every allocation, for finalize */
         char *next;               /* the uncarved rest of the newest chunk */
+        int keep;                 /* a block MPI may still touch was dropped: chunks never freed */
         size_t left;
         unsigned long long next_d; /* its device address */
         size_t taken;              /* bytes of every chunk */
@@ -161,8 +162,9 @@ static void set_word(op_t *o, int k, unsigned v) { atomic_store_explicit(&o->w[k
 
 /* ---- blocks: cell + staging bytes, pinned and mapped with a device ----- */
 
-/* Block sizes: CELL << c/4 and a quarter more per step of c % 4 (at most a
- * fifth of a block is unused). */
+/* Block sizes: CELL << c/4 and a quarter more per step of c % 4, in whole
+ * cells (from 256 bytes up, at most a fifth of a block of its own class
+ * is unused). */
 static size_t class_size(int c)
 {
     size_t base = (size_t)CELL << (c / 4), n = base + (base / 4) * (size_t)(c % 4);
@@ -192,20 +194,38 @@ struct chunk {
     char *base;
 };
 
-#define GROW_WAIT_NS 5000000ull
+#define GROW_WAIT_NS 200000000ull /* 200 ms: the proxy recycles within a nap, longer on a loaded machine */
 
-static int pool_grow(int dev, size_t need, const char *call)
+/* A free block of class c or of up to one doubling larger (at most half
+ * of it unused); NULL if none. Called with Q.mu held. */
+static char *free_get(int dev, int *c, unsigned long long *d)
+{
+    for (int k = *c; k < NCLASS && k < *c + 4; k++) {
+        char *b = Q.free_blocks[dev][k];
+        if (b) {
+            Q.free_blocks[dev][k] = *(char **)(b + CELL - sizeof(char *));
+            *c = k;
+            /* A free block's device address is kept in its cell's last bytes. */
+            memcpy(d, b + CELL - 2 * sizeof *d, sizeof *d);
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* A new chunk for a block of `need` bytes: *b, *d the block. A block larger
+ * than PTSC_ENQUEUE_POOL gets a chunk of its own, and the rest of the
+ * current chunk stays in use. Called with Q.mu held; drops it meanwhile
+ * only to wait, briefly, for operations whose streams are done but which
+ * the proxy has not recycled yet (within a nap of it). */
+static int pool_grow(int dev, size_t need, const char *call, char **b, unsigned long long *d)
 {
     struct pool *P = &Q.pool[dev];
-    /* Operations whose streams are done but which the proxy has not
-     * recycled yet (within a nap of it) are waited for, briefly. */
     for (uint64_t t0 = ptsc__now_ns(); atomic_load(&Q.live) != 0 && ptsc__now_ns() - t0 < GROW_WAIT_NS;) {
         pthread_mutex_unlock(&Q.mu);
         ptsc__nap_ns(50000);
         pthread_mutex_lock(&Q.mu);
     }
-    if (P->left >= need) /* another thread grew it meanwhile */
-        return PTSC_OK;
     if (atomic_load(&Q.live) != 0)
         return ptsc__err(PTSC_ERR_NO_MEMORY,
                          "%s: the enqueued calls' pinned pool is used up (%zu bytes in chunks of "
@@ -213,29 +233,35 @@ static int pool_grow(int dev, size_t need, const char *call)
                          "only while no enqueued operation is in flight (a pinned allocation now could "
                          "wait for a stream that waits for this process): raise PTSC_ENQUEUE_POOL",
                          call, P->taken, atomic_load(&Q.live), need);
-    size_t n = ptsc__g.cfg.enqueue_pool > need ? ptsc__g.cfg.enqueue_pool : need;
+    size_t pool = (ptsc__g.cfg.enqueue_pool + CELL - 1) & ~(size_t)(CELL - 1);
+    int own = need > pool; /* a chunk of its own */
+    size_t n = own ? need : pool;
     struct chunk *k = malloc(sizeof *k);
-    char *b = NULL;
-    unsigned long long d = 0;
+    char *m = NULL;
+    unsigned long long md = 0;
     if (!k)
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: pool chunk", call);
     if (dev) {
-        int rc = ptsc__gpu_mapped_alloc(n, (void **)&b, &d);
+        int rc = ptsc__gpu_mapped_alloc(n, (void **)&m, &md);
         if (rc != PTSC_OK) {
             free(k);
             return rc;
         }
-    } else if (!(b = aligned_alloc(CELL, n))) {
+    } else if (!(m = aligned_alloc(CELL, n))) {
         free(k);
         return ptsc__err(PTSC_ERR_NO_MEMORY, "%s: %zu bytes for the enqueued calls' pool", call, n);
     }
-    k->base = b;
+    k->base = m;
     k->next = P->chunks;
     P->chunks = k;
-    P->next = b;
-    P->next_d = d;
-    P->left = n;
     P->taken += n;
+    if (!own) {
+        P->next = m + need;
+        P->next_d = md ? md + need : 0;
+        P->left = n - need;
+    }
+    *b = m;
+    *d = md;
     return PTSC_OK;
 }
 
@@ -248,25 +274,22 @@ static int block_get(op_t *o, size_t bytes, int dev)
     size_t n = class_size(c);
     struct pool *P = &Q.pool[dev];
     int rc = PTSC_OK;
-    char *b = NULL;
     unsigned long long d = 0;
     pthread_mutex_lock(&Q.mu);
-    /* A free block of this class, or of a larger one, or a new one. */
-    for (int k = c; !b && k < NCLASS && k < c + 8; k++)
-        if ((b = Q.free_blocks[dev][k]) != NULL) {
-            Q.free_blocks[dev][k] = *(char **)(b + CELL - sizeof(char *));
-            c = k;
-            /* A free block's device address is kept in its cell's last bytes. */
-            memcpy(&d, b + CELL - 2 * sizeof d, sizeof d);
-        }
-    if (!b && P->left < n)
-        rc = pool_grow(dev, n, kind_name[o->kind]);
-    if (!b && rc == PTSC_OK) {
+    /* A free block, or the current chunk's next, or a new chunk; after a
+     * failed growth, a block freed while it waited. */
+    char *b = free_get(dev, &c, &d);
+    if (!b && P->left >= n) {
         b = P->next;
         d = dev ? P->next_d : 0;
         P->next += n;
         P->next_d += dev ? n : 0;
         P->left -= n;
+    }
+    if (!b && (rc = pool_grow(dev, n, kind_name[o->kind], &b, &d)) != PTSC_OK &&
+        (b = free_get(dev, &c, &d)) != NULL) {
+        ptsc__err_clear();
+        rc = PTSC_OK;
     }
     pthread_mutex_unlock(&Q.mu);
     if (rc != PTSC_OK)
@@ -557,6 +580,8 @@ static void recycle(op_t *o)
 {
     if (!o->spoiled)
         block_put(o);
+    else
+        Q.pool[o->dev].keep = 1; /* the proxy's own: teardown reads it after joining it */
     op_free(o);
     atomic_fetch_sub(&Q.live, 1);
     ptsc__gpu_frees_hold(-1);
@@ -715,10 +740,12 @@ static void *proxy_main(void *arg)
 
 static int arm(op_t *o)
 {
+    ptsc__gpu_frees_hold(1); /* no cudaFreeHost in ptsc while a stream may wait (gpu_cuda.c) */
     pthread_mutex_lock(&Q.mu);
     if (!Q.running) {
         if (pthread_create(&Q.tid, NULL, proxy_main, NULL) != 0) {
             pthread_mutex_unlock(&Q.mu);
+            ptsc__gpu_frees_hold(-1);
             return ptsc__err(PTSC_ERR_INTERNAL, "%s: cannot start the stream proxy thread",
                              kind_name[o->kind]);
         }
@@ -727,7 +754,6 @@ static int arm(op_t *o)
     o->next = Q.incoming;
     Q.incoming = o;
     atomic_fetch_add(&Q.live, 1);
-    ptsc__gpu_frees_hold(1); /* no cudaFreeHost in ptsc while a stream may wait (gpu_cuda.c) */
     pthread_cond_signal(&Q.cv);
     pthread_mutex_unlock(&Q.mu);
     return PTSC_OK;
@@ -1240,7 +1266,7 @@ void ptsc__enqueue_teardown(void)
     for (int dev = 0; dev < 2; dev++)
         for (struct chunk *k = Q.pool[dev].chunks, *n; k; k = n) {
             n = k->next;
-            if (keep[dev])
+            if (keep[dev] || Q.pool[dev].keep)
                 ; /* left alone for good */
             else if (dev)
                 ptsc__gpu_host_free(k->base);

@@ -322,7 +322,23 @@ static pthread_mutex_t grave_mu = PTHREAD_MUTEX_INITIALIZER;
 static void **grave;
 static size_t ngrave, capgrave;
 
-void ptsc__gpu_frees_hold(int delta) { atomic_fetch_add(&frees_held, delta); }
+/* hold_mu orders a free against the start of a hold: a hold waits for a
+ * free that found none to finish, so no stream starts waiting on a word
+ * while cudaFreeHost waits for the device. */
+static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void ptsc__gpu_frees_hold(int delta)
+{
+    if (delta > 0) {
+        pthread_mutex_lock(&hold_mu);
+        atomic_fetch_add(&frees_held, delta);
+        pthread_mutex_unlock(&hold_mu);
+    } else {
+        atomic_fetch_add(&frees_held, delta);
+    }
+}
+
+int ptsc__gpu_frees_held(void) { return atomic_load(&frees_held) > 0; }
 
 static void free_now(void *p)
 {
@@ -351,6 +367,7 @@ void ptsc__gpu_host_free(void *p)
 {
     if (p == NULL)
         return;
+    pthread_mutex_lock(&hold_mu);
     if (atomic_load(&frees_held) > 0) {
         pthread_mutex_lock(&grave_mu);
         if (ngrave == capgrave) {
@@ -365,11 +382,14 @@ void ptsc__gpu_host_free(void *p)
         if (kept)
             grave[ngrave++] = p;
         pthread_mutex_unlock(&grave_mu);
-        if (kept)
+        if (kept) {
+            pthread_mutex_unlock(&hold_mu);
             return; /* out of memory for the list: freed now, as before */
+        }
     }
     free_now(p);
     grave_flush(); /* what was kept while the hold lasted */
+    pthread_mutex_unlock(&hold_mu);
 }
 
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)

@@ -93,6 +93,8 @@ void ptsc__gpu_host_free(void *p) { free(p); }
 
 void ptsc__gpu_frees_hold(int delta) { (void)delta; }
 
+int ptsc__gpu_frees_held(void) { return 0; }
+
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream)
 {
     /* The host "stream" is synchronous: the copy is complete on return. */

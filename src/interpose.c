@@ -395,7 +395,7 @@ static int copy_runs(const mbuf_t *b, int back)
 /* Direction of a buffer: MPI reads it, writes some of it (its host copy
  * is filled first, so what MPI leaves goes back unchanged), or writes all
  * of its type map (a collective's receive: no fill). */
-enum { SEND, RECV, FILL };
+enum { SEND, RECV, FILL, BOTH }; /* BOTH: sent, then received into (the *_replace calls) */
 /* Whether the call can stage, and whether it passes MPI the count and
  * datatype that wcount and wtype give (a packed host copy). */
 enum { MAY_STAGE, MAY_PACK, NO_STAGE };
@@ -601,16 +601,15 @@ static int stage_plan(mbuf_t *b, ptsc_memclass_t cls, MPI_Count count, MPI_Datat
             return fail(call, plan_error(rc));
         }
         b->packed = can == MAY_PACK && b->runs.bytes <= INT_MAX;
-        b->gap = GAPPED && b->packed && (b->runs.bytes >= 2 || dir != SEND);
+        b->gap = GAPPED && b->packed && (b->runs.bytes >= 2 || dir == RECV);
     }
     b->lo = b->packed ? 0 : L.lo;
     b->span = b->packed ? b->runs.bytes : L.span;
-    /* A one-byte receive has no gap type of its size (one byte is always
-     * contiguous, and Open MPI would write a longer message past the host
-     * copy): MPI gets two bytes' room behind the gap, so a message of three
-     * bytes or more is MPI's MPI_ERR_TRUNCATE; one of two is taken whole
-     * and its first byte goes back, and that truncation MPI cannot report
-     * (docs/design.md, the interposer's staging). */
+    /* A one-byte receive (not a *_replace one, whose copy is also sent) has no gap type of its size (one byte
+     * is always contiguous, and Open MPI would write a longer message past the host copy): MPI gets two
+     * bytes' room behind the gap, so a message of three bytes or more is MPI's MPI_ERR_TRUNCATE; one of two
+     * is taken whole and its first byte goes back, and that truncation MPI cannot report (docs/design.md, the
+     * interposer's staging). */
     if (b->gap && b->span < 2)
         b->span = 2;
     b->back = dir != SEND;
@@ -1575,7 +1574,7 @@ PTSC_MPI_API int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype type, i
 {
     mbuf_t b;
     CHECKED_ON(comm, (MPI_Request *)NULL,
-               prep(&b, buf, count, type, RECV, send_can(comm, dest), "MPI_Sendrecv_replace"));
+               prep(&b, buf, count, type, BOTH, send_can(comm, dest), "MPI_Sendrecv_replace"));
     return done1(PMPI_Sendrecv_replace(wire(&b), wcount(&b, count), wtype(&b, type), dest, stag, source, rtag,
                                        comm, status),
                  &b, comm, "MPI_Sendrecv_replace");
@@ -1605,7 +1604,7 @@ PTSC_MPI_API int MPI_Isendrecv_replace(void *buf, int count, MPI_Datatype type, 
                                        int source, int rtag, MPI_Comm comm, MPI_Request *req)
 {
     mbuf_t b;
-    CHECKED_ON(comm, req, prep(&b, buf, count, type, RECV, send_can(comm, dest), "MPI_Isendrecv_replace"));
+    CHECKED_ON(comm, req, prep(&b, buf, count, type, BOTH, send_can(comm, dest), "MPI_Isendrecv_replace"));
     return track(PMPI_Isendrecv_replace(wire(&b), wcount(&b, count), wtype(&b, type), dest, stag, source,
                                         rtag, comm, req),
                  req, &b, "MPI_Isendrecv_replace");
@@ -2129,7 +2128,7 @@ void ptsc__ipose_start(void)
 int ptsc__ipose_prep(mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv, MPI_Comm comm,
                      int dest, const char *call)
 {
-    return prep(b, buf, count, type, recv ? RECV : SEND, send_can(comm, dest), call);
+    return prep(b, buf, count, type, recv == 2 ? BOTH : recv ? RECV : SEND, send_can(comm, dest), call);
 }
 
 MPI_Fint ptsc__ipose_fcount(const mbuf_t *b, MPI_Fint count) { return (MPI_Fint)wcount(b, (int)count); }

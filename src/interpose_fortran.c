@@ -370,7 +370,7 @@ static void f_sendrecv_replace(void *real, const char *call, void *buf, MPI_Fint
     MPI_Fint own, *e = IERR(ierr, own);
     MPI_Comm c = fcomm(comm);
     mbuf_t b;
-    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 1, c, *dest, call);
+    int rc = ptsc__ipose_prep(&b, fbuf(buf), *count, ftype(type), 2, c, *dest, call);
     if (rc != MPI_SUCCESS)
         return fail_before(c, rc, e, NULL);
     MPI_Fint wc = ptsc__ipose_fcount(&b, *count), wt = ptsc__ipose_ftype(&b, *type);

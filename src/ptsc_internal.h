@@ -774,6 +774,8 @@ void ptsc__gpu_host_free(void *p);
 /* +1 / -1: while held (enqueued operations armed), ptsc__gpu_host_free keeps
  * its pinned frees for later (cudaFreeHost waits for the device). */
 void ptsc__gpu_frees_hold(int delta);
+/* Whether frees are held now: the staging pools then keep what they would trim. */
+int ptsc__gpu_frees_held(void);
 /* cudaMemcpyAsync with cudaMemcpyDefault on `stream`. */
 int ptsc__gpu_copy_async(void *dst, const void *src, size_t n, void *stream);
 /* cudaMemcpy2DAsync with cudaMemcpyDefault: `rows` runs of `width` bytes,
@@ -936,9 +938,9 @@ struct ptsc__pending; /* a request with work left at its completion */
  * MPI_Finalize: the statistics line and the release of everything. */
 void ptsc__ipose_start(void);
 void ptsc__ipose_stop(void);
-/* Sync and stage one buffer of a point-to-point call (`recv`: MPI writes
- * it; `dest`: the rank a send goes to in `comm`, or -1); both sides of a
- * collective (`suse`, `ruse`: whether each side is a buffer here). */
+/* Sync and stage one buffer of a point-to-point call (`recv`: 1, MPI writes
+ * it; 2, MPI sends it, then writes it, as *_replace does; `dest`: the rank a send goes to in `comm`, or -1);
+ * both sides of a collective (`suse`, `ruse`: whether each side is a buffer here). */
 int ptsc__ipose_prep(ptsc__mbuf_t *b, const void *buf, MPI_Count count, MPI_Datatype type, int recv,
                      MPI_Comm comm, int dest, const char *call);
 int ptsc__ipose_prep_coll(ptsc__mbuf_t *s, ptsc__mbuf_t *r, MPI_Comm comm, const void *sbuf, MPI_Count scount,

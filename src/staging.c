@@ -71,6 +71,10 @@ static int ptsc__stage_reap(ptsc_ctx_t *ctx)
 /* Free the largest idle buffers, other than `keep`, while idle bytes exceed the cap. */
 static void ptsc__stage_trim(ptsc_ctx_t *ctx, const ptsc__stagebuf_t *keep)
 {
+    /* While enqueued operations are armed a free would only be held back
+     * (ptsc__gpu_host_free): keep the buffers for reuse instead. */
+    if (ptsc__gpu_frees_held())
+        return;
     for (;;) {
         size_t idle = 0;
         ptsc__stagebuf_t **big = NULL, **pp;

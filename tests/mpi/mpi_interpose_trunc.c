@@ -20,6 +20,9 @@
  *   bytes-to-byte   the same 100000 bytes into one byte (Recv, Irecv + Wait):
  *                   no gap type has one byte, so the staging gives MPI
  *                   two bytes' room behind its gap;
+ *   replace-byte    rank 1's MPI_Sendrecv_replace of one byte: rank 0 must
+ *                   receive exactly one byte (a replace's copy is sent
+ *                   too, so it must not get a receive's room);
  *   two-to-byte     2 bytes into one byte: nothing may be written past the
  *                   byte; MPI cannot report this truncation through that
  *                   room (docs/design.md), so its class is shown, not judged;
@@ -128,6 +131,31 @@ int main(int argc, char **argv)
                     name[c], MPI_ERR_TRUNCATE);
             failed++;
         }
+    }
+    /* replace-byte */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 1) {
+        buf[0] = 42;
+        MPI_Sendrecv_replace(buf, 1, MPI_BYTE, 0, 100, 0, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (buf[0] != 7) {
+            fprintf(stderr, "mpi_interpose_trunc: FAIL: replace-byte: rank 1 got %d back, expected 7\n",
+                    buf[0]);
+            failed++;
+        }
+    } else {
+        MPI_Status st;
+        int n = -1;
+        memset(buf, MARK, 8);
+        MPI_Recv(buf, 4, MPI_BYTE, 1, 100, MPI_COMM_WORLD, &st);
+        MPI_Get_count(&st, MPI_BYTE, &n);
+        printf("mpi_interpose_trunc: replace-byte: %d bytes arrived, the first %d\n", n, buf[0]);
+        if (n != 1 || buf[0] != 42 || buf[1] != MARK) {
+            fprintf(stderr, "mpi_interpose_trunc: FAIL: replace-byte: %d bytes (first %d), expected 1 (42)\n",
+                    n, buf[0]);
+            failed++;
+        }
+        buf[0] = 7;
+        MPI_Send(buf, 1, MPI_BYTE, 1, 101, MPI_COMM_WORLD);
     }
     free(buf);
     MPI_Type_free(&vec);
