@@ -802,7 +802,9 @@ typedef int (*ptsc_thread_fn)(ptsc_ctx_t *ctx, void *arg);
  * Open a parallel region of `nthreads` threads (<= 0: min(omp_get_max_threads,
  * PTSC_MAX_THREADS)), attach each as its OpenMP thread number, call
  * fn(ctx, arg), and detach the threads it attached. Call from outside any
- * parallel region (PTSC_ERR_NESTED otherwise).
+ * parallel region (PTSC_ERR_NESTED otherwise). fn runs on every thread or
+ * on none: if OpenMP gives fewer threads, or any thread cannot attach, no
+ * thread runs it (a body waiting for its peers would wait forever).
  * @return PTSC_OK, or the error of the lowest-numbered thread that failed
  *         (its detail is copied to the caller's ptsc_last_error).
  */

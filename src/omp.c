@@ -22,7 +22,7 @@ int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg)
     if (n > ptsc__g.nthreads)
         return ptsc__err(PTSC_ERR_THREAD, "ptsc_omp_run: %d threads requested, PTSC_MAX_THREADS is %d", n,
                          ptsc__g.nthreads);
-    int *rcs = calloc((size_t)n, sizeof *rcs);
+    int *rcs = calloc((size_t)n, sizeof *rcs), attach_failed = 0;
     char(*details)[PTSC__DETAIL_LEN] = calloc((size_t)n, sizeof *details);
     if (!rcs || !details) {
         free(rcs);
@@ -42,7 +42,16 @@ int ptsc_omp_run(int nthreads, ptsc_thread_fn fn, void *arg)
             int was_attached = ptsc__tls()->ctx != NULL;
             ptsc_ctx_t *ctx = NULL;
             trc = ptsc_omp_attach(&ctx);
-            if (trc == PTSC_OK) {
+            /* Likewise, if any thread could not attach, none runs fn: a
+             * body that waits for its peers (a barrier, a message) would
+             * wait for one that never comes. */
+            if (trc != PTSC_OK)
+                __atomic_store_n(&attach_failed, 1, __ATOMIC_RELAXED);
+#pragma omp barrier
+            if (trc == PTSC_OK && __atomic_load_n(&attach_failed, __ATOMIC_RELAXED)) {
+                if (!was_attached)
+                    (void)ptsc_thread_detach();
+            } else if (trc == PTSC_OK) {
                 trc = fn(ctx, arg);
                 /* Kept now: the detach below starts by clearing the detail. */
                 if (trc != PTSC_OK)

@@ -170,6 +170,27 @@ Test(omp, run_propagates_a_single_error)
     ptsc_test_finalize();
 }
 
+/* The caller is attached as index 1: OpenMP thread 0 cannot attach (it is
+ * attached as another index) nor can thread 1 (its index is taken). Then no
+ * thread runs fn: a body that waits for its peers would wait forever. */
+Test(omp, run_runs_no_thread_when_one_cannot_attach)
+{
+    ptsc_test_init(T, NULL);
+    PTSC_ASSERT_OK(ptsc_thread_attach(1, NULL));
+    struct seen s;
+    memset(&s, 0, sizeof s);
+    int rc = ptsc_omp_run(T, record, &s);
+    cr_expect_neq(rc, PTSC_OK, "ptsc_omp_run succeeded although two threads could not attach");
+    cr_expect_eq(s.calls, 0, "fn ran on %d threads although two could not attach", s.calls);
+    PTSC_ASSERT_OK(ptsc_thread_detach());
+    /* The threads that did attach were detached again. */
+    for (int i = 0; i < T; i++) {
+        PTSC_ASSERT_OK(ptsc_thread_attach(i, NULL));
+        PTSC_ASSERT_OK(ptsc_thread_detach());
+    }
+    ptsc_test_finalize();
+}
+
 static int nested_run(ptsc_ctx_t *ctx, void *arg)
 {
     int *rcs = arg, index = -1;
