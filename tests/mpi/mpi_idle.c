@@ -8,10 +8,14 @@
  * agent must drive: rank 0 ptsc_isend, rank 1 ptsc_irecv of 100000 bytes
  * (run it with PTSC_STAGING=always PTSC_STAGING_CHUNK=4096: 25 pieces), then
  * both compute for 100 ms without calling ptsc and wait; the data is
- * checked and the agent must have swept meanwhile. Then the rank sleeps
+ * checked and the agent must have swept meanwhile. Then an exchange of the
+ * stream-ordered calls (ptsc_send_enqueue / ptsc_recv_enqueue both ways and
+ * ptsc_enqueue_sync: host buffers, so without a device the calling thread is
+ * the stream), which starts the enqueue module's proxy thread; the reply is
+ * checked. Then the rank sleeps
  * (3 s by default) without any ptsc or MPI call and measures the CPU time
  * used meanwhile: of the whole process (getrusage(RUSAGE_SELF): the agent,
- * MPI's own threads, this program's watchdog) and of ptsc's threads alone
+ * the stream proxy, MPI's own threads, this program's watchdog) and of ptsc's threads alone
  * (/proc/self/task/<tid>/schedstat, or stat in clock ticks). CPU time, not
  * wall time, so a loaded machine does not make it fail. The whole process
  * must stay under 1 % of a core over the sleep (under 30 ms in 3 s); both
@@ -116,6 +120,34 @@ static int traffic(ptsc_ctx_t *ctx, int rank)
     return PTSC_OK;
 }
 
+/* A stream-ordered round trip: rank 0 sends a word and gets it back plus
+ * one. Afterwards the stream proxy exists and has nothing armed. With a
+ * device the word is pinned (pageable memory cannot be copied in stream
+ * order) and the stream is the thread's bound one. */
+static int enqueued(ptsc_ctx_t *ctx, int rank)
+{
+    uint32_t own = 0, *v = &own;
+    if (ptsc__g.ndevices > 0 && ptsc__gpu_host_alloc(sizeof *v, (void **)&v) != PTSC_OK) {
+        CHECK(0, "no pinned word: %s", ptsc_last_error());
+        return PTSC_ERR_NO_MEMORY;
+    }
+    *v = rank == 0 ? 41u : 0u;
+    if (rank == 0) {
+        CHECK_OK(ptsc_send_enqueue(ctx, v, 1, MPI_UINT32_T, 1, 0, 6, NULL));
+        CHECK_OK(ptsc_recv_enqueue(ctx, v, 1, MPI_UINT32_T, 1, 0, 7, NULL));
+    } else {
+        CHECK_OK(ptsc_recv_enqueue(ctx, v, 1, MPI_UINT32_T, 0, 0, 6, NULL));
+        CHECK_OK(ptsc_enqueue_sync(ctx, NULL));
+        ++*v;
+        CHECK_OK(ptsc_send_enqueue(ctx, v, 1, MPI_UINT32_T, 0, 0, 7, NULL));
+    }
+    CHECK_OK(ptsc_enqueue_sync(ctx, NULL));
+    CHECK(*v == 42u, "the enqueued round trip gave %u, expected 42", (unsigned)*v);
+    if (v != &own)
+        ptsc__gpu_host_free(v);
+    return PTSC_OK;
+}
+
 int main(int argc, char **argv)
 {
     double sleep_s = argc > 1 ? atof(argv[1]) : 3.0;
@@ -142,6 +174,8 @@ int main(int argc, char **argv)
     ptsc_rank(&g_rank);
     ptsc_size(&nranks, NULL);
     pthread_create(&g_watchdog, NULL, watchdog, NULL);
+    long known[MAX_TASKS]; /* ptsc's, MPI's and this program's threads before the enqueued calls */
+    int nknown = tasks(known, MAX_TASKS);
     const int agent = ptsc__progress_agent_on();
     if (nranks != 2) {
         if (g_rank == 0)
@@ -158,6 +192,17 @@ int main(int argc, char **argv)
     traffic(ctx, g_rank);
     unsigned long long sw1 = ptsc__progress_sweeps();
     CHECK(!agent || sw1 > sw0, "the agent never swept during the framed message (%llu sweeps)", sw1 - sw0);
+    enqueued(ctx, g_rank);
+    long now[MAX_TASKS];
+    int nnow = tasks(now, MAX_TASKS), nproxy = 0;
+    for (int i = 0; i < nnow && nmine < MAX_TASKS; i++) { /* the threads the enqueued calls started */
+        int old = 0;
+        for (int j = 0; j < nknown && !old; j++)
+            old = known[j] == now[i];
+        if (!old)
+            mine[nmine++] = now[i], nproxy++;
+    }
+    CHECK(nproxy >= 1, "the enqueued calls started no thread (the stream proxy)");
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* Idle: no ptsc call, no MPI call. */
@@ -184,7 +229,8 @@ int main(int argc, char **argv)
     if (g_rank == 0)
         for (int k = 0; k < 2; k++)
             printf("mpi_idle: rank %d, agent %s: idle %.2f s: process CPU %.2f ms (%.3f %% of a core, limit "
-                   "%.0f ms), the %d thread(s) ptsc_init started (the agent) %.2f ms; agent sweeps: %.0f "
+                   "%.0f ms), the %d thread(s) ptsc started (the agent, the stream proxy) %.2f ms; agent "
+                   "sweeps: %.0f "
                    "during the framed message, "
                    "%.0f while "
                    "idle\n",
