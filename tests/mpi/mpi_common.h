@@ -204,6 +204,13 @@ static inline void thread_dump(const char *why)
         const char *st = strrchr(stat, ')'); /* state follows the command in parentheses */
         fprintf(stderr, "[rank %d]   task %d (%s) state %c wchan %s syscall %s\n", g_rank, tid, comm,
                 st && st[1] ? st[2] : '?', wchan[0] ? wchan : "-", sc);
+        /* In the kernel and not interruptible (D): where, if /proc shows it (root). */
+        snprintf(path, sizeof path, "/proc/self/task/%d/stack", tid);
+        FILE *kf = st && st[1] == ' ' && st[2] == 'D' ? fopen(path, "r") : NULL;
+        for (char line[160]; kf && fgets(line, sizeof line, kf);)
+            fprintf(stderr, "[rank %d]     kernel %s", g_rank, line);
+        if (kf)
+            fclose(kf);
     }
     closedir(d);
     struct sigaction sa, old;
