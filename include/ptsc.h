@@ -139,7 +139,11 @@ PTSC_API int ptsc_init(int *argc, char ***argv);
  * during finalize or after it: its context is freed exactly once, by
  * finalize, and its later calls return PTSC_ERR_FINALIZED. What remains the
  * program's duty: no other thread may be inside a ptsc call (or use its
- * stream, lane or requests) once finalize has begun; stop them first.
+ * stream, lane or requests) once finalize has begun; stop them first. Every
+ * stream with enqueued operations (ptsc_*_enqueue) must have been
+ * synchronised (ptsc_enqueue_sync), and no launch of a graph that captured
+ * them may be in flight: finalize stops their proxy, and a stream that
+ * reaches such an operation afterwards waits for ever.
  * @return PTSC_OK; PTSC_ERR_NOT_INITIALIZED; PTSC_ERR_FINALIZED (already
  *         finalized, or being finalized by another thread); PTSC_ERR_MPI.
  */

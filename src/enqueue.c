@@ -29,7 +29,10 @@
  * MPI only ever sees host memory here (the staging block): a stream that
  * waits on a word blocks its hardware queue, and an MPI copy between device
  * buffers could be queued behind it, so no MPI call that the proxy makes
- * needs the device. The messages travel on a communicator of their own
+ * needs the device. Its calls are the PMPI_ entry points: under ptsc-run
+ * the MPI_ ones are libptsc-mpi's, which would synchronise the blocking
+ * streams before MPI touches the (pinned) block, while one of them waits
+ * for this very proxy. The messages travel on a communicator of their own
  * (a duplicate of the world taken at init), addressed by (rank, thread,
  * tag) as the lanes are; they match only enqueued calls. Receives are
  * matched with MPI_Improbe/MPI_Imrecv, in the order the stream posted them:
@@ -213,18 +216,36 @@ static char *free_get(int dev, int *c, unsigned long long *d)
     return NULL;
 }
 
-/* A new chunk for a block of `need` bytes: *b, *d the block. A block larger
- * than PTSC_ENQUEUE_POOL gets a chunk of its own, and the rest of the
- * current chunk stays in use. Called with Q.mu held; drops it meanwhile
- * only to wait, briefly, for operations whose streams are done but which
- * the proxy has not recycled yet (within a nap of it). */
-static int pool_grow(int dev, size_t need, const char *call, char **b, unsigned long long *d)
+/* The current chunk's next `n` bytes, or NULL if it has not so many left.
+ * Called with Q.mu held. */
+static char *carve(struct pool *P, int dev, size_t n, unsigned long long *d)
+{
+    if (P->left < n)
+        return NULL;
+    char *b = P->next;
+    *d = dev ? P->next_d : 0;
+    P->next += n;
+    P->next_d += dev ? n : 0;
+    P->left -= n;
+    return b;
+}
+
+/* A new chunk for a block of `need` bytes (class *c): *b, *d the block. A
+ * block larger than PTSC_ENQUEUE_POOL gets a chunk of its own, and the rest
+ * of the current chunk stays in use. Called with Q.mu held; drops it
+ * meanwhile only to wait, briefly, for operations whose streams are done
+ * but which the proxy has not recycled yet (within a nap of it); a block
+ * recycled meanwhile, or room that another thread's growth made, is taken
+ * instead. */
+static int pool_grow(int dev, size_t need, int *c, const char *call, char **b, unsigned long long *d)
 {
     struct pool *P = &Q.pool[dev];
     for (uint64_t t0 = ptsc__now_ns(); atomic_load(&Q.live) != 0 && ptsc__now_ns() - t0 < GROW_WAIT_NS;) {
         pthread_mutex_unlock(&Q.mu);
         ptsc__nap_ns(50000);
         pthread_mutex_lock(&Q.mu);
+        if ((*b = free_get(dev, c, d)) != NULL || (*b = carve(P, dev, need, d)) != NULL)
+            return PTSC_OK;
     }
     if (atomic_load(&Q.live) != 0)
         return ptsc__err(PTSC_ERR_NO_MEMORY,
@@ -279,14 +300,9 @@ static int block_get(op_t *o, size_t bytes, int dev)
     /* A free block, or the current chunk's next, or a new chunk; after a
      * failed growth, a block freed while it waited. */
     char *b = free_get(dev, &c, &d);
-    if (!b && P->left >= n) {
-        b = P->next;
-        d = dev ? P->next_d : 0;
-        P->next += n;
-        P->next_d += dev ? n : 0;
-        P->left -= n;
-    }
-    if (!b && (rc = pool_grow(dev, n, kind_name[o->kind], &b, &d)) != PTSC_OK &&
+    if (!b)
+        b = carve(P, dev, n, &d);
+    if (!b && (rc = pool_grow(dev, n, &c, kind_name[o->kind], &b, &d)) != PTSC_OK &&
         (b = free_get(dev, &c, &d)) != NULL) {
         ptsc__err_clear();
         rc = PTSC_OK;
@@ -391,8 +407,8 @@ static void allreduce_abandon(op_t *o)
             continue;
         int is_recv = o->st == P_GATHER || (o->mrs == o->mr && k == 1);
         if (is_recv)
-            MPI_Cancel(&o->mrs[k]);
-        MPI_Request_free(&o->mrs[k]);
+            PMPI_Cancel(&o->mrs[k]);
+        PMPI_Request_free(&o->mrs[k]);
     }
     o->spoiled = 1;
 }
@@ -409,9 +425,9 @@ static void allreduce_start(op_t *o)
         o->mr[0] = o->mr[1] = MPI_REQUEST_NULL;
         o->mrs = o->mr;
         o->nmr = 2;
-        if ((mrc = MPI_Irecv(d + o->bytes, slot_bytes(o), MPI_BYTE, 0, 2 * t + 1, Q.ccomm, &o->mr[1])) !=
+        if ((mrc = PMPI_Irecv(d + o->bytes, slot_bytes(o), MPI_BYTE, 0, 2 * t + 1, Q.ccomm, &o->mr[1])) !=
                 MPI_SUCCESS ||
-            (mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, 0, 2 * t, Q.ccomm, &o->mr[0])) != MPI_SUCCESS) {
+            (mrc = PMPI_Isend(d, slot_bytes(o), MPI_BYTE, 0, 2 * t, Q.ccomm, &o->mr[0])) != MPI_SUCCESS) {
             o->st = P_MPI;
             allreduce_abandon(o);
             fail_mpi(o, mrc, "MPI_Irecv/MPI_Isend of an allreduce");
@@ -425,7 +441,8 @@ static void allreduce_start(op_t *o)
     o->nmr = n - 1;
     o->st = P_GATHER;
     for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
-        mrc = MPI_Irecv(d + (size_t)r * o->bytes, slot_bytes(o), MPI_BYTE, r, 2 * t, Q.ccomm, &o->mrs[r - 1]);
+        mrc =
+            PMPI_Irecv(d + (size_t)r * o->bytes, slot_bytes(o), MPI_BYTE, r, 2 * t, Q.ccomm, &o->mrs[r - 1]);
     if (mrc != MPI_SUCCESS) {
         allreduce_abandon(o);
         fail_mpi(o, mrc, "MPI_Irecv of an allreduce's contribution");
@@ -438,8 +455,8 @@ static void allreduce_fold(op_t *o)
     int n = ptsc__g.nranks, mrc = MPI_SUCCESS, t = o->index;
     char *d = o->block + CELL;
     for (int r = 1; r < n && mrc == MPI_SUCCESS; r++) /* x_r = acc op x_r, in rank order */
-        mrc = MPI_Reduce_local(d + (size_t)(r - 1) * o->bytes, d + (size_t)r * o->bytes, o->count, o->type,
-                               o->op);
+        mrc = PMPI_Reduce_local(d + (size_t)(r - 1) * o->bytes, d + (size_t)r * o->bytes, o->count, o->type,
+                                o->op);
     if (mrc != MPI_SUCCESS) {
         fail_mpi(o, mrc, "MPI_Reduce_local");
         return;
@@ -449,7 +466,7 @@ static void allreduce_fold(op_t *o)
     for (int r = 1; r < n; r++)
         o->mrs[r - 1] = MPI_REQUEST_NULL;
     for (int r = 1; r < n && mrc == MPI_SUCCESS; r++)
-        mrc = MPI_Isend(d, slot_bytes(o), MPI_BYTE, r, 2 * t + 1, Q.ccomm, &o->mrs[r - 1]);
+        mrc = PMPI_Isend(d, slot_bytes(o), MPI_BYTE, r, 2 * t + 1, Q.ccomm, &o->mrs[r - 1]);
     if (mrc != MPI_SUCCESS) {
         allreduce_abandon(o);
         fail_mpi(o, mrc, "MPI_Isend of an allreduce's result");
@@ -467,7 +484,7 @@ static void start(op_t *o)
         return;
     }
     if (o->kind == K_SEND || o->kind == K_ISEND) {
-        int mrc = MPI_Isend(o->block + CELL, (int)o->bytes, MPI_BYTE, o->rank, o->mtag, Q.comm, &o->mr[0]);
+        int mrc = PMPI_Isend(o->block + CELL, (int)o->bytes, MPI_BYTE, o->rank, o->mtag, Q.comm, &o->mr[0]);
         if (mrc != MPI_SUCCESS) {
             fail_mpi(o, mrc, "MPI_Isend");
             return;
@@ -503,16 +520,16 @@ static int probe(op_t *o)
     MPI_Status s;
     if (overtakes(o))
         return 0;
-    int mrc = MPI_Improbe(o->rank, o->mtag, Q.comm, &flag, &m, &s);
+    int mrc = PMPI_Improbe(o->rank, o->mtag, Q.comm, &flag, &m, &s);
     if (mrc != MPI_SUCCESS) {
         fail_mpi(o, mrc, "MPI_Improbe");
         return 1;
     }
     if (!flag)
         return 0;
-    MPI_Get_count(&s, MPI_BYTE, &n);
+    PMPI_Get_count(&s, MPI_BYTE, &n);
     if ((size_t)n <= o->bytes) {
-        if ((mrc = MPI_Imrecv(o->block + CELL, n, MPI_BYTE, &m, &o->mr[0])) != MPI_SUCCESS) {
+        if ((mrc = PMPI_Imrecv(o->block + CELL, n, MPI_BYTE, &m, &o->mr[0])) != MPI_SUCCESS) {
             fail_mpi(o, mrc, "MPI_Imrecv");
         } else {
             o->mrs = o->mr;
@@ -525,11 +542,11 @@ static int probe(op_t *o)
     char *tmp = malloc((size_t)n);
     if (!tmp) {
         fail(o, PTSC_ERR_NO_MEMORY, "%s: %d bytes to take a truncated message aside", kind_name[o->kind], n);
-        MPI_Mrecv(NULL, 0, MPI_BYTE, &m, MPI_STATUS_IGNORE); /* MPI reports the truncation; dropped */
+        PMPI_Mrecv(NULL, 0, MPI_BYTE, &m, MPI_STATUS_IGNORE); /* MPI reports the truncation; dropped */
         finish(o);
         return 1;
     }
-    mrc = MPI_Mrecv(tmp, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
+    mrc = PMPI_Mrecv(tmp, n, MPI_BYTE, &m, MPI_STATUS_IGNORE);
     if (mrc == MPI_SUCCESS) {
         memcpy(o->block + CELL, tmp, o->bytes);
         fail(o, PTSC_ERR_TRUNCATE,
@@ -566,7 +583,7 @@ static int test_all(op_t *o, int *flag)
     *flag = 1;
     for (int k = 0; k < o->nmr; k++) {
         MPI_Status st;
-        int f = 1, mrc = o->mrs[k] == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&o->mrs[k], &f, &st);
+        int f = 1, mrc = o->mrs[k] == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Test(&o->mrs[k], &f, &st);
         if (mrc != MPI_SUCCESS)
             return mrc;
         *flag &= f;
@@ -1240,8 +1257,10 @@ void ptsc__enqueue_teardown(void)
     for (op_t *o = Q.ops, *n; o; o = n) {
         n = o->next;
         /* A captured operation whose graph lives may still be reached by a
-         * launch: its block stays (as does a block MPI may still touch). */
-        int graph_lives = o->tie && atomic_load(&o->tie->state) == 0;
+         * launch: its block stays (as does a block MPI may still touch). One
+         * without a tie (its user object could not be made) is kept until
+         * finalize: its graph may live too. */
+        int graph_lives = atomic_load(&o->persistent) && (!o->tie || atomic_load(&o->tie->state) == 0);
         int done = atomic_load(&o->persistent) && o->st == P_IDLE && !o->w[W_REQ];
         if (!done) {
             ptsc__log(PTSC__LOG_WARN,
@@ -1253,8 +1272,8 @@ void ptsc__enqueue_teardown(void)
                     continue;
                 if (o->kind == K_RECV || o->kind == K_IRECV || o->st == P_GATHER ||
                     (o->kind == K_ALLREDUCE && o->mrs == o->mr && k == 1))
-                    MPI_Cancel(&o->mrs[k]);
-                MPI_Request_free(&o->mrs[k]);
+                    PMPI_Cancel(&o->mrs[k]);
+                PMPI_Request_free(&o->mrs[k]);
             }
             set_word(o, W_ACK, 1); /* no stream waits forever */
             set_word(o, W_DONE, 1);
