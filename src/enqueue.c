@@ -832,6 +832,18 @@ static int lane_of(ptsc_ctx_t *ctx, void *stream, const char *call, lane_t *L)
                          "%s: the legacy default stream cannot wait for a message without stalling every "
                          "blocking stream; name another stream (PTSC_STREAM=per-thread or owned binds one)",
                          call);
+    /* Under ptsc-run the program's and the engine's MPI calls on device
+     * memory pass libptsc-mpi, whose sync (scope auto: the legacy stream)
+     * waits for every blocking stream, one parked on an enqueued receive
+     * too: said once, as the program may make no such call. */
+    static atomic_int warned;
+    if (ptsc__gpu_interposed() && !atomic_exchange(&warned, 1))
+        ptsc__log(
+            PTSC__LOG_WARN,
+            "%s: libptsc-mpi (ptsc-run) is loaded: its syncs before MPI calls on device memory wait for "
+            "every blocking stream, also one waiting for an enqueued message; such calls while "
+            "enqueued operations are in flight can hang (docs/design.md, \"Stream-ordered calls\")",
+            call);
     return ptsc__gpu_memops();
 }
 

@@ -17,6 +17,7 @@
 
 #include <cuda.h> /* the driver's types and flags of the stream memory operations only */
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -593,6 +594,9 @@ int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg)
 }
 
 int ptsc__gpu_memops(void) { return ptsc__memop_ready("stream-ordered calls"); }
+
+/* libptsc-mpi (ptsc-run, or linked) in this process: its exported entry. */
+int ptsc__gpu_interposed(void) { return dlsym(RTLD_DEFAULT, "ptsc_mpi_interposer") != NULL; }
 
 int ptsc__gpu_capture_id(void *stream, unsigned long long *id)
 {

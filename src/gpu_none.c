@@ -175,6 +175,8 @@ int ptsc__gpu_memops(void)
     return ptsc__err(PTSC_ERR_NO_DEVICE, "stream-ordered calls: ptsc was built without CUDA");
 }
 
+int ptsc__gpu_interposed(void) { return 0; }
+
 int ptsc__gpu_capture_id(void *stream, unsigned long long *id)
 {
     (void)stream;

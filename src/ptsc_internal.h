@@ -805,6 +805,8 @@ int ptsc__gpu_wait32(void *stream, unsigned long long addr, unsigned value);
 int ptsc__gpu_capture_release(void *stream, void (*fn)(void *), void *arg);
 /* PTSC_OK when the driver has the stream memory operations. */
 int ptsc__gpu_memops(void);
+/* Whether libptsc-mpi is loaded in this process (0 without CUDA). */
+int ptsc__gpu_interposed(void);
 /* The id of the capture sequence `stream` is in; 0 when not capturing. */
 int ptsc__gpu_capture_id(void *stream, unsigned long long *id);
 /* Pinned host memory mapped for every device; *dev: its device address.
