@@ -463,7 +463,9 @@ typedef struct ptsc_stream_request *ptsc_stream_request_t;
  * a call. Allocate before the first enqueued call, free after every
  * thread's ptsc_enqueue_sync (docs/design.md, "Stream-ordered calls").
  * Staging blocks come from a pinned pool of PTSC_ENQUEUE_POOL bytes per
- * chunk, taken only while nothing is in flight, for the same reason.
+ * chunk, taken only while nothing is in flight, for the same reason. For
+ * the same reason too, a program that enqueues should not run under
+ * ptsc-run, whose syncs wait for every blocking stream (a warning says so).
  * @return PTSC_OK; PTSC_ERR_NULL_BUFFER; PTSC_ERR_COUNT; PTSC_ERR_ARG (bad
  *         datatype, the legacy stream, a stream without a device);
  *         PTSC_ERR_RANK (also PTSC_ANY_RANK); PTSC_ERR_THREAD; PTSC_ERR_TAG
