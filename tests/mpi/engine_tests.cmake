@@ -55,7 +55,9 @@ foreach(prog mpi_diff mpi_regress mpi_conform)
 endforeach()
 
 # The differential test: one ctest entry per PTSC_COMM mode, each running the
-# three formats. Lists travel to the script with | between items.
+# three formats. Lists travel to the script with | between items. With
+# PTSC_TIMEOUT=40 ptsc names a request stuck for 40 s (what it waits for)
+# before the program's own watchdog (60 s, 80 s sanitized) ends the run.
 string(REPLACE ";" "|" _ptsc_diff_extra "${PTSC_MPIEXEC_EXTRA}")
 string(REPLACE ";" "|" _ptsc_diff_pre "${MPIEXEC_PREFLAGS}")
 string(REPLACE ";" "|" _ptsc_diff_post "${MPIEXEC_POSTFLAGS}")
@@ -79,7 +81,7 @@ function(ptsc_diff_test name formats labels locks comm)
     SKIP_REGULAR_EXPRESSION "mpi_diff: SKIPPED"
     PASS_REGULAR_EXPRESSION "mpi_diff records identical across formats"
     FAIL_REGULAR_EXPRESSION "FAIL"
-    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_diff_interleave};${_ptsc_random_env}")
+    ENVIRONMENT "PTSC_COMM=${comm};${_ptsc_engine_env};${_ptsc_diff_interleave};${_ptsc_random_env};PTSC_TIMEOUT=40")
 endfunction()
 
 foreach(comm dup shared)

@@ -1311,7 +1311,8 @@ static void *op_watchdog(void *arg)
                     now - 1e-3 * (double)__atomic_load_n(&g_op_since[t], __ATOMIC_SEQ_CST));
         }
         fflush(stderr);
-        struct timespec grace = {1, 0}; /* the other ranks' watchdogs may say where they are */
+        dump_once("an operation did not complete"); /* every thread's state and stack */
+        struct timespec grace = {1, 0};             /* the other ranks' watchdogs may say where they are */
         nanosleep(&grace, NULL);
         MPI_Abort(MPI_COMM_WORLD, 4);
     }
