@@ -835,9 +835,11 @@ static int lane_of(ptsc_ctx_t *ctx, void *stream, const char *call, lane_t *L)
     /* Under ptsc-run the program's and the engine's MPI calls on device
      * memory pass libptsc-mpi, whose sync (scope auto: the legacy stream)
      * waits for every blocking stream, one parked on an enqueued receive
-     * too: said once, as the program may make no such call. */
-    static atomic_int warned;
-    if (ptsc__gpu_interposed() && !atomic_exchange(&warned, 1))
+     * too: said once, as the program may make no such call. Looked up
+     * once per process, not per call. */
+    static atomic_int looked;
+    if (!atomic_load_explicit(&looked, memory_order_relaxed) && !atomic_exchange(&looked, 1) &&
+        ptsc__gpu_interposed())
         ptsc__log(
             PTSC__LOG_WARN,
             "%s: libptsc-mpi (ptsc-run) is loaded: its syncs before MPI calls on device memory wait for "
